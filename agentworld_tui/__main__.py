@@ -1,0 +1,3 @@
+from agentworld_tui.cli import main
+
+raise SystemExit(main())

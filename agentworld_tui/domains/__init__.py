@@ -1,0 +1,15 @@
+"""The domains the world model simulates, in tab order."""
+
+from __future__ import annotations
+
+from agentworld_tui.domains.terminal import TerminalDomain
+from agentworld_tui.world.domain import Domain
+
+DOMAINS: dict[str, Domain] = {d.name: d for d in (TerminalDomain(),)}
+
+
+def get_domain(name: str) -> Domain:
+    try:
+        return DOMAINS[name]
+    except KeyError:
+        raise KeyError(f"unknown domain {name!r}; choose from {', '.join(DOMAINS)}") from None

@@ -1,0 +1,154 @@
+"""The Engine protocol: what every way of running the world model provides.
+
+An engine turns a conversation into a stream of typed events: reasoning text, observation
+text, and finally the statistics of the generation. It knows nothing of the UI; a stream is
+cancelled, or told to stop reasoning and answer, from another thread through its
+``GenerationControl``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+Message = dict[str, str]
+StopReason = Literal["eos", "max_tokens", "cancelled", "error"]
+
+
+class EngineError(RuntimeError):
+    """A failure the user can act on; the message says what happened and what to try."""
+
+
+class ContextOverflowError(EngineError):
+    """The prompt alone does not leave room to generate."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_tokens: int = 32768
+    reasoning_budget: int = 0
+    """Reasoning tokens before the model is made to answer; 0 = no cap."""
+    enable_thinking: bool = True
+    seed: int = -1
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+    generated: int
+    reasoning_tokens: int
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    text: str
+    generated: int
+    reset: bool = False
+    """A later observation block replaced the earlier one: clear before appending."""
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    evaluated: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PromptBuilt:
+    """The turn's messages are ready; ``omitted_turns`` oldest turns did not fit."""
+
+    omitted_turns: int
+    messages: int
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    prompt_tokens: int = 0
+    evaluated_prompt_tokens: int = 0
+    """Prompt tokens the engine actually evaluated (the rest came from its cache)."""
+    generated_tokens: int = 0
+    reasoning_tokens: int = 0
+    time_to_first_token: float = 0.0
+    tokens_per_second: float = 0.0
+    elapsed: float = 0.0
+    stop_reason: StopReason = "eos"
+    n_ctx: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of every stream."""
+
+    reasoning: str
+    observation: str
+    closed_reasoning: bool
+    stats: GenerationStats
+    error: str = ""
+
+
+EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished
+
+
+@dataclass
+class GenerationControl:
+    """Thread-safe requests to a running stream."""
+
+    _cancel: threading.Event = field(default_factory=threading.Event)
+    _answer_now: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def answer_now(self) -> None:
+        self._answer_now.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def take_answer_request(self) -> bool:
+        """True once after ``answer_now`` was called."""
+        if self._answer_now.is_set():
+            self._answer_now.clear()
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    """The model as the user knows it (file name or server model)."""
+    where: str
+    """"CPU", "GPU 41/41 layers", or the server's address."""
+    n_ctx: int
+
+
+ProgressCallback = Callable[[str], None]
+
+
+class Engine(Protocol):
+    @property
+    def info(self) -> EngineInfo: ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def load(self, progress: ProgressCallback | None = None) -> None: ...
+
+    def unload(self) -> None: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def stream(
+        self, messages: list[Message], params: GenerationParams, control: GenerationControl
+    ) -> Iterator[EngineEvent]:
+        """Generate; the last event is always ``Finished`` (errors included)."""
+        ...

@@ -1,0 +1,498 @@
+"""The world model in-process, through llama-cpp-python.
+
+One model stays loaded across turns so its cache is reused. Transformer caches can be cut
+back to any prefix, but the real model is hybrid (Gated DeltaNet layers keep a recurrent
+state that cannot be rolled back), so the engine saves the sequence state at the end of
+each prompt's history (before the generation prompt) and restores the best matching saved
+state when a new prompt shares only part of what the cache holds. Saved states are kept in
+a small least-recently-used store with a byte budget.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import ctypes
+import io
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentworld_tui.engines.base import (
+    AnswerDelta,
+    ContextOverflowError,
+    EngineError,
+    EngineEvent,
+    EngineInfo,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+    GenerationStats,
+    Message,
+    ProgressCallback,
+    PromptProgress,
+    ReasoningDelta,
+    StopReason,
+)
+from agentworld_tui.engines.template import ChatTemplate, opens_reasoning
+from agentworld_tui.world.splitter import ObservationSplitter
+
+log = logging.getLogger("agentworld.engine")
+native_log = logging.getLogger("agentworld.llama_cpp")
+
+DEFAULT_N_CTX = 32768
+CLOSE_REASONING = "</think>\n\n"
+_LEVELS = {0: logging.CRITICAL, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+_log_callback: Any = None
+
+
+def route_native_logs() -> None:
+    """Send llama.cpp's and ggml's own messages to the log file, never to the screen."""
+    global _log_callback
+    import llama_cpp
+
+    if _log_callback is not None:
+        return
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        message = text.decode("utf-8", "replace").rstrip()
+        if message:
+            native_log.log(_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+    _log_callback = _callback
+    llama_cpp.llama_log_set(_callback, ctypes.c_void_p(0))
+
+
+class _StderrToLog(io.TextIOBase):
+    def write(self, text: str) -> int:
+        if text.strip():
+            native_log.debug("%s", text.rstrip())
+        return len(text)
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a missing, non-GGUF or truncated file with a clear message before llama.cpp."""
+    if not path.exists():
+        raise EngineError(f"model file not found: {path}")
+    if path.is_dir():
+        raise EngineError(f"{path} is a folder; give the path of a .gguf file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise EngineError(f"cannot read the model file {path}: {exc}") from exc
+    if magic != b"GGUF":
+        raise EngineError(f"{path} is not a GGUF model file (it does not start with 'GGUF')")
+
+
+def trained_context(path: Path) -> int:
+    """The context length the model was trained for, from the GGUF header (0 if unknown)."""
+    try:
+        import gguf
+
+        reader = gguf.GGUFReader(str(path))
+        arch_field = reader.get_field("general.architecture")
+        if arch_field is None:
+            return 0
+        arch = str(arch_field.contents())
+        length = reader.get_field(f"{arch}.context_length")
+        return int(length.contents()) if length is not None else 0
+    except Exception:  # a damaged header is reported by llama.cpp itself
+        return 0
+
+
+def common_prefix(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+@dataclass
+class _Checkpoint:
+    tokens: np.ndarray[Any, Any]
+    data: bytes
+    used: float
+
+
+class StateStore:
+    """Saved sequence states keyed by the tokens they hold; least recently used go first."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self._items: list[_Checkpoint] = []
+
+    @property
+    def size(self) -> int:
+        return sum(len(c.data) for c in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, tokens: np.ndarray[Any, Any], data: bytes) -> None:
+        if len(data) > self.budget:
+            return
+        self._items = [c for c in self._items if not np.array_equal(c.tokens, tokens)]
+        self._items.append(_Checkpoint(tokens.copy(), data, time.monotonic()))
+        while self.size > self.budget:
+            self._items.remove(min(self._items, key=lambda c: c.used))
+
+    def best(self, tokens: np.ndarray[Any, Any], limit: int) -> _Checkpoint | None:
+        """The longest saved state that is a prefix of ``tokens`` no longer than ``limit``."""
+        best: _Checkpoint | None = None
+        for c in self._items:
+            n = len(c.tokens)
+            if n <= limit and (best is None or n > len(best.tokens)):
+                if np.array_equal(c.tokens, tokens[:n]):
+                    best = c
+        if best is not None:
+            best.used = time.monotonic()
+        return best
+
+
+class LlamaEngine:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 0,
+        gpu_layers: int = -1,
+        threads: int = 0,
+        state_budget_bytes: int = 2 << 30,
+        n_batch: int = 512,
+    ) -> None:
+        self.model_path = Path(model_path).expanduser()
+        self.requested_ctx = n_ctx
+        self.requested_gpu_layers = gpu_layers
+        self.threads = threads
+        self.n_batch = n_batch
+        self.states = StateStore(state_budget_bytes)
+        self._llm: Any = None
+        self._template: ChatTemplate | None = None
+        self._lock = threading.Lock()
+        self._gpu_layers = 0
+        self._n_layer = 0
+        self._hybrid = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def info(self) -> EngineInfo:
+        where = "CPU"
+        if self._gpu_layers:
+            where = f"GPU {min(self._gpu_layers, self._n_layer + 1)}/{self._n_layer + 1} layers"
+        n_ctx = self._llm.n_ctx() if self._llm is not None else self.requested_ctx
+        return EngineInfo(self.model_path.name, where, n_ctx)
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the model keeps a state that cannot be cut back (recurrent or hybrid)."""
+        return self._hybrid
+
+    def load(self, progress: ProgressCallback | None = None) -> None:
+        say = progress or (lambda _msg: None)
+        check_gguf(self.model_path)
+        say("starting llama.cpp")
+        import llama_cpp
+
+        route_native_logs()
+        from agentworld_tui.config import physical_cores
+
+        offload = llama_cpp.llama_supports_gpu_offload()
+        gpu_layers = self.requested_gpu_layers
+        if gpu_layers < 0:
+            gpu_layers = -1 if offload else 0
+        threads = self.threads or physical_cores()
+        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX)
+        say(f"loading {self.model_path.name}")
+        # verbose=True because verbose=False points the process's stdout and stderr at
+        # /dev/null while loading, which would blank the running app's own screen; the
+        # native log goes to the log file instead, and Python-side prints are caught here.
+        try:
+            with contextlib.redirect_stderr(_StderrToLog()):
+                llm = llama_cpp.Llama(
+                    model_path=str(self.model_path),
+                    n_ctx=n_ctx,
+                    n_gpu_layers=gpu_layers,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_batch=self.n_batch,
+                    use_mmap=True,
+                    verbose=True,
+                )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise EngineError(self._load_failure(str(exc), n_ctx)) from exc
+        self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
+        self._gpu_layers = (self._n_layer + 1 if gpu_layers < 0 else gpu_layers) if offload else 0
+        self._hybrid = bool(
+            llama_cpp.llama_model_is_recurrent(llm.model) or llama_cpp.llama_model_is_hybrid(llm.model)
+        )
+        metadata = llm.metadata
+        self._template = ChatTemplate(
+            metadata.get("tokenizer.chat_template"),
+            bos_token=self._token_text(llm, llm.token_bos()),
+            eos_token=self._token_text(llm, llm.token_eos()),
+        )
+        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self._llm = llm
+        log.info(
+            "loaded %s: n_ctx=%d gpu_layers=%d threads=%d hybrid=%s",
+            self.model_path, llm.n_ctx(), self._gpu_layers, threads, self._hybrid,
+        )
+        say("ready")
+
+    def _load_failure(self, detail: str, n_ctx: int) -> str:
+        text = f"could not load {self.model_path.name}: {detail}"
+        if "context" in detail.lower():
+            text += f" (context {n_ctx}; try a smaller --ctx)"
+        else:
+            text += (
+                ". The file may be truncated, or its architecture may be newer than this "
+                "llama.cpp build (see the log file; `agentworld doctor` shows the build)."
+            )
+        return text
+
+    @staticmethod
+    def _token_text(llm: Any, token: int) -> str:
+        if token < 0:
+            return ""
+        return str(llm.detokenize([token], special=True).decode("utf-8", "replace"))
+
+    def unload(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+            self._llm = None
+            self.states = StateStore(self.states.budget)
+
+    # -- tokens -------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        if self._llm is None:
+            return max(1, len(text) // 3)
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def render(self, messages: list[Message], params: GenerationParams) -> tuple[str, str]:
+        """The full prompt and its history part (everything before the generation prompt)."""
+        assert self._template is not None
+        full = self._template.render(messages, enable_thinking=params.enable_thinking)
+        base = self._template.render(
+            messages, add_generation_prompt=False, enable_thinking=params.enable_thinking
+        )
+        return full, base
+
+    def _tokenize(self, text: str) -> np.ndarray[Any, Any]:
+        ids = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        return np.asarray(ids, dtype=np.intc)
+
+    # -- generation ---------------------------------------------------------------------
+    def stream(
+        self, messages: list[Message], params: GenerationParams, control: GenerationControl
+    ) -> Iterator[EngineEvent]:
+        if self._llm is None:
+            raise EngineError("no model is loaded")
+        with self._lock:
+            yield from self._stream_locked(messages, params, control)
+
+    def _stream_locked(
+        self, messages: list[Message], params: GenerationParams, control: GenerationControl
+    ) -> Iterator[EngineEvent]:
+        import llama_cpp
+
+        llm = self._llm
+        started = time.perf_counter()
+        full, base = self.render(messages, params)
+        tokens = self._tokenize(full)
+        base_tokens = self._tokenize(base)
+        history_end = common_prefix(base_tokens, tokens)
+        n_ctx = llm.n_ctx()
+        room = n_ctx - len(tokens)
+        if room <= 0:
+            raise ContextOverflowError(
+                f"the prompt is {len(tokens)} tokens and the context holds {n_ctx}"
+            )
+        max_new = min(params.max_tokens, room)
+
+        ctx = llm.ctx
+        start = self._reuse_cache(tokens)
+        for stop_at in (history_end, len(tokens)):
+            while llm.n_tokens < stop_at:
+                if control.cancelled:
+                    yield self._finished("", "", False, len(tokens), 0, 0, started, None, "cancelled")
+                    return
+                chunk = tokens[llm.n_tokens : min(stop_at, llm.n_tokens + self.n_batch)]
+                llm.eval(chunk.tolist())
+                yield PromptProgress(llm.n_tokens - start, len(tokens) - start)
+            if stop_at == history_end and self._hybrid and history_end > start:
+                self._save_state(tokens[:history_end])
+        # llama.cpp's perf counters lag by one decode call, so the evaluated count is the
+        # number of positions actually decoded for this prompt.
+        evaluated = int(llm.n_tokens) - start
+
+        splitter = ObservationSplitter(
+            starts_in_reasoning=params.enable_thinking and opens_reasoning(full)
+        )
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        sampler = self._sampler(params)
+        generated = reasoning_tokens = 0
+        first_token_at: float | None = None
+        stop: StopReason = "max_tokens"
+        try:
+            while generated < max_new:
+                if control.cancelled:
+                    stop = "cancelled"
+                    break
+                if splitter.in_reasoning and (
+                    control.take_answer_request()
+                    or (params.reasoning_budget and reasoning_tokens >= params.reasoning_budget)
+                ):
+                    if llm.n_tokens + 8 >= n_ctx:
+                        break
+                    llm.eval(llm.tokenize(CLOSE_REASONING.encode(), add_bos=False, special=True))
+                    yield from self._events(splitter, CLOSE_REASONING, generated, reasoning_tokens)
+                token = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
+                if first_token_at is None:
+                    first_token_at = time.perf_counter()
+                if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                    stop = "eos"
+                    break
+                generated += 1
+                if splitter.in_reasoning:
+                    reasoning_tokens += 1
+                text = decoder.decode(llm.detokenize([token], special=True))
+                if text:
+                    yield from self._events(splitter, text, generated, reasoning_tokens)
+                if llm.n_tokens >= n_ctx:
+                    break
+                llm.eval([token])
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield from self._events(splitter, tail, generated, reasoning_tokens)
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+        split, reasoning_delta, answer_delta, _ = splitter.finish()
+        if reasoning_delta:
+            yield ReasoningDelta(reasoning_delta, generated, reasoning_tokens)
+        if answer_delta:
+            yield AnswerDelta(answer_delta, generated)
+        stats = GenerationStats(
+            prompt_tokens=len(tokens),
+            evaluated_prompt_tokens=evaluated,
+            generated_tokens=generated,
+            reasoning_tokens=reasoning_tokens,
+            time_to_first_token=(first_token_at or time.perf_counter()) - started,
+            tokens_per_second=_rate(generated, first_token_at),
+            elapsed=time.perf_counter() - started,
+            stop_reason=stop,
+            n_ctx=n_ctx,
+        )
+        yield Finished(split.reasoning, split.observation, split.closed_reasoning, stats)
+
+    @staticmethod
+    def _events(
+        splitter: ObservationSplitter, text: str, generated: int, reasoning_tokens: int
+    ) -> Iterator[EngineEvent]:
+        reasoning, answer, reset = splitter.feed(text)
+        if reasoning:
+            yield ReasoningDelta(reasoning, generated, reasoning_tokens)
+        if answer or reset:
+            yield AnswerDelta(answer, generated, reset)
+
+    def _finished(
+        self,
+        reasoning: str,
+        observation: str,
+        closed: bool,
+        prompt_tokens: int,
+        evaluated: int,
+        generated: int,
+        started: float,
+        first: float | None,
+        stop: StopReason,
+    ) -> Finished:
+        stats = GenerationStats(
+            prompt_tokens=prompt_tokens,
+            evaluated_prompt_tokens=evaluated,
+            generated_tokens=generated,
+            elapsed=time.perf_counter() - started,
+            stop_reason=stop,
+            n_ctx=self.info.n_ctx,
+        )
+        return Finished(reasoning, observation, closed, stats)
+
+    def _sampler(self, params: GenerationParams) -> Any:
+        import llama_cpp
+
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = llama_cpp.llama_sampler_chain_add
+        if params.temperature <= 0:
+            add(chain, llama_cpp.llama_sampler_init_greedy())
+            return chain
+        if params.top_k > 0:
+            add(chain, llama_cpp.llama_sampler_init_top_k(params.top_k))
+        add(chain, llama_cpp.llama_sampler_init_top_p(params.top_p, 1))
+        add(chain, llama_cpp.llama_sampler_init_temp(params.temperature))
+        seed = params.seed if params.seed >= 0 else llama_cpp.LLAMA_DEFAULT_SEED
+        add(chain, llama_cpp.llama_sampler_init_dist(seed))
+        return chain
+
+    # -- the cache ----------------------------------------------------------------------
+    def _reuse_cache(self, tokens: np.ndarray[Any, Any]) -> int:
+        """Keep as much of the cache as matches ``tokens``; returns the tokens kept."""
+        llm = self._llm
+        cached = llm.input_ids[: llm.n_tokens]
+        # At least one token is always evaluated, so there are fresh logits to sample.
+        common = min(common_prefix(cached, tokens), len(tokens) - 1)
+        if common == llm.n_tokens:
+            return common
+        if not self._hybrid:
+            llm.n_tokens = common  # eval() removes everything after n_tokens
+            return common
+        checkpoint = self.states.best(tokens, common)
+        if checkpoint is not None and self._restore_state(checkpoint):
+            return int(llm.n_tokens)
+        llm.reset()
+        return 0
+
+    def _save_state(self, tokens: np.ndarray[Any, Any]) -> None:
+        import llama_cpp
+
+        ctx = self._llm.ctx
+        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+        buffer = (ctypes.c_uint8 * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
+        if written:
+            self.states.add(tokens, bytes(memoryview(buffer)[:written]))
+
+    def _restore_state(self, checkpoint: _Checkpoint) -> bool:
+        import llama_cpp
+
+        llm = self._llm
+        llm.reset()
+        data = checkpoint.data
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not llama_cpp.llama_state_seq_set_data(llm.ctx, buffer, len(data), 0):
+            log.warning("could not restore a saved state; evaluating the prompt again")
+            llm.reset()
+            return False
+        n = len(checkpoint.tokens)
+        llm.input_ids[:n] = checkpoint.tokens
+        llm.n_tokens = n
+        return True
+
+
+def _rate(generated: int, first_token_at: float | None) -> float:
+    if first_token_at is None or generated < 2:
+        return 0.0
+    elapsed = time.perf_counter() - first_token_at
+    return (generated - 1) / elapsed if elapsed > 0 else 0.0

@@ -1,0 +1,81 @@
+"""Make untrusted model text safe to show.
+
+A world model may predict escape sequences (a screen clear, a window-title or clipboard
+OSC), bidi overrides or NULs. None of them may reach the user's real terminal, so they are
+removed before display; tabs and newlines stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ESC-introduced sequences: CSI, OSC/DCS/SOS/PM/APC strings (terminated by BEL or ST, or
+# unterminated up to the end), and two-byte escapes. The 8-bit C1 forms are handled too.
+_ESCAPES = re.compile(
+    r"""
+    (?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?           # CSI ... final byte
+  | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])      # OSC, DCS, SOS, PM, APC ...
+      [^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?      # ... up to BEL or ST
+  | \x1b[ -/]*[0-~]?                             # other escapes (ESC c, ESC 7, ESC ( B)
+    """,
+    re.VERBOSE,
+)
+# C0 and C1 controls except tab and newline; DEL; bidi embeddings, overrides and isolates;
+# the line/paragraph separators that some terminals treat as newlines.
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+
+
+def sanitize(text: str) -> str:
+    """Return ``text`` with escape sequences and control characters removed.
+
+    ``\\r\\n`` becomes ``\\n``; a lone carriage return becomes a newline so that progress
+    bars drawn with ``\\r`` stay readable.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ESCAPES.sub("", text)
+    return _CONTROLS.sub("", text)
+
+
+class StreamSanitizer:
+    """Sanitize a stream whose escape sequences may be split across chunks.
+
+    Text from the last ESC (or ``\\r``) on is held back until the sequence can be judged,
+    so every chunking of a stream gives the same output as sanitizing it whole.
+    """
+
+    _HOLD_LIMIT = 256
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, chunk: str) -> str:
+        text = self._held + chunk
+        self._held = ""
+        cut = max(text.rfind(c) for c in "\x1b\x9b\x90\x98\x9d\x9e\x9f\r")
+        if cut != -1 and len(text) - cut < self._HOLD_LIMIT:
+            tail = text[cut:]
+            if tail == "\r" or not _is_complete(tail):
+                text, self._held = text[:cut], tail
+        return sanitize(text)
+
+    def finish(self) -> str:
+        text, self._held = self._held, ""
+        return sanitize(text)
+
+
+def _is_complete(tail: str) -> bool:
+    """Whether an escape sequence at the start of ``tail`` has its end in ``tail``."""
+    if tail.startswith("\r"):
+        return len(tail) > 1
+    match = _ESCAPES.match(tail)
+    if match is None or match.end() < len(tail):
+        return True
+    seq = match.group(0)
+    if seq.startswith(("\x1b[", "\x9b")):
+        body = seq[2:] if seq.startswith("\x1b[") else seq[1:]
+        return bool(body) and "@" <= body[-1] <= "~"
+    if seq[:2] in ("\x1b]", "\x1bP", "\x1bX", "\x1b^", "\x1b_") or seq[0] in "\x90\x98\x9d\x9e\x9f":
+        return seq.endswith(("\x07", "\x1b\\", "\x9c"))
+    return len(seq) >= 2 and "0" <= seq[-1] <= "~"

@@ -1,0 +1,247 @@
+"""Generate tiny real GGUF models for tests and benchmarks.
+
+A *scripted* model runs the real llama.cpp graph but its output is known: one layer with
+zero block weights (so the hidden state is the input token's embedding), one-hot
+embeddings, and an output matrix that is a next-token table. Greedy or sampled, it writes
+its script and then ``<|im_end|>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+CHATML_THINK_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else -%}"
+    "{{ '<think>\\n' }}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+)
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+@lru_cache(maxsize=1)
+def byte_symbols() -> tuple[str, ...]:
+    """GPT-2's byte-to-unicode table: the symbol for each byte value 0..255."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    codes = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    table = dict(zip(printable, codes, strict=True))
+    return tuple(chr(table[b]) for b in range(256))
+
+
+def to_symbols(text: str) -> str:
+    table = byte_symbols()
+    return "".join(table[b] for b in text.encode("utf-8"))
+
+
+def split_script(script: str, min_len: int = 3) -> list[str]:
+    """Split ``script`` into pieces that are all distinct and longer than one byte.
+
+    llama.cpp refuses a vocabulary with duplicate strings, and a single-byte piece would
+    collide with a base token.
+    """
+    pieces: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(script):
+        j = min(len(script), i + min_len)
+        while j < len(script) and (script[i:j] in seen or len(script[i:j].encode()) < 2):
+            j += 1
+        piece = script[i:j]
+        if piece in seen or len(piece.encode()) < 2:
+            if not pieces:
+                raise ValueError("script too short to split into distinct pieces")
+            seen.discard(pieces[-1])
+            pieces[-1] += piece
+            piece = pieces[-1]
+            if piece in seen:
+                raise ValueError(f"cannot split script into distinct pieces near {piece!r}")
+        else:
+            pieces.append(piece)
+        seen.add(piece)
+        i = j
+    return pieces
+
+
+def write_scripted_model(
+    path: Path,
+    script: str | Sequence[str],
+    *,
+    arch: str = "qwen2",
+    chat_template: str = CHATML_THINK_TEMPLATE,
+    n_ctx_train: int = 4096,
+    logit_gap: float = 10.0,
+) -> Path:
+    """Write a model whose every generation is ``script`` followed by ``<|im_end|>``.
+
+    ``script`` may be given as ready pieces (all distinct, each a vocabulary entry).
+    """
+    import gguf
+
+    pieces = split_script(script) if isinstance(script, str) else list(script)
+    symbols = list(byte_symbols())
+    piece_tokens = [to_symbols(p) for p in pieces]
+    vocab = symbols + piece_tokens + list(SPECIAL_TOKENS)
+    if len(set(vocab)) != len(vocab):
+        raise ValueError("script pieces must be distinct and not single bytes")
+    n_vocab = len(vocab)
+    n_embd = -(-n_vocab // 64) * 64
+    n_head = 4
+    n_ff = 64
+    head_dim = n_embd // n_head
+    first_piece = len(symbols)
+    im_end = vocab.index("<|im_end|>")
+
+    embd = np.zeros((n_vocab, n_embd), dtype=np.float32)
+    embd[np.arange(n_vocab), np.arange(n_vocab)] = 1.0
+    out = np.zeros((n_vocab, n_embd), dtype=np.float32)
+    scale = logit_gap / np.sqrt(n_embd)  # rms-norm scales a one-hot vector by sqrt(n_embd)
+    successors = {byte_symbols()[ord("\n")]: first_piece}
+    for k in range(len(pieces)):
+        successors[vocab[first_piece + k]] = first_piece + k + 1 if k + 1 < len(pieces) else im_end
+    for token, nxt in successors.items():
+        out[nxt, vocab.index(token)] = scale
+    # Every other token leads to <|im_end|> too, so stray prompts end at once.
+    covered = {vocab.index(t) for t in successors}
+    for i in range(n_vocab):
+        if i not in covered:
+            out[im_end, i] = scale
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name("scripted-test-model")
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _add_tokenizer(writer, vocab, chat_template)
+
+    zeros = np.zeros
+    writer.add_tensor("token_embd.weight", embd)
+    writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    writer.add_tensor("output.weight", out)
+    blk = "blk.0."
+    writer.add_tensor(blk + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+    for name in ("attn_q", "attn_k", "attn_v"):
+        writer.add_tensor(blk + name + ".weight", zeros((n_embd, n_embd), dtype=np.float32))
+        if arch == "qwen2":
+            writer.add_tensor(blk + name + ".bias", zeros(n_embd, dtype=np.float32))
+    writer.add_tensor(blk + "attn_output.weight", zeros((n_embd, n_embd), dtype=np.float32))
+    writer.add_tensor(blk + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+    writer.add_tensor(blk + "ffn_gate.weight", zeros((n_ff, n_embd), dtype=np.float32))
+    writer.add_tensor(blk + "ffn_up.weight", zeros((n_ff, n_embd), dtype=np.float32))
+    writer.add_tensor(blk + "ffn_down.weight", zeros((n_embd, n_ff), dtype=np.float32))
+    _finish(writer)
+    return path
+
+
+def write_random_model(
+    path: Path,
+    *,
+    n_embd: int = 768,
+    n_layer: int = 12,
+    n_ff: int = 2048,
+    n_head: int = 12,
+    n_vocab_extra: int = 0,
+    n_ctx_train: int = 8192,
+    seed: int = 0,
+) -> Path:
+    """A llama-architecture model with random weights (about 100M parameters by default).
+
+    Its output is noise, but its speed is that of a real model of its size.
+    """
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    vocab = list(byte_symbols())
+    vocab += [f"<extra_{i}>" for i in range(n_vocab_extra)]
+    vocab += list(SPECIAL_TOKENS)
+    n_vocab = len(vocab)
+    head_dim = n_embd // n_head
+
+    def rand(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("random-bench-model")
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    _add_tokenizer(writer, vocab, CHATML_THINK_TEMPLATE)
+    writer.add_tensor("token_embd.weight", rand(n_vocab, n_embd))
+    writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    writer.add_tensor("output.weight", rand(n_vocab, n_embd))
+    for i in range(n_layer):
+        blk = f"blk.{i}."
+        writer.add_tensor(blk + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(blk + "attn_q.weight", rand(n_embd, n_embd))
+        writer.add_tensor(blk + "attn_k.weight", rand(n_embd, n_embd))
+        writer.add_tensor(blk + "attn_v.weight", rand(n_embd, n_embd))
+        writer.add_tensor(blk + "attn_output.weight", rand(n_embd, n_embd))
+        writer.add_tensor(blk + "ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(blk + "ffn_gate.weight", rand(n_ff, n_embd))
+        writer.add_tensor(blk + "ffn_up.weight", rand(n_ff, n_embd))
+        writer.add_tensor(blk + "ffn_down.weight", rand(n_embd, n_ff))
+    _finish(writer)
+    return path
+
+
+def _add_tokenizer(writer: object, vocab: list[str], chat_template: str) -> None:
+    import gguf
+
+    assert isinstance(writer, gguf.GGUFWriter)
+    normal, control = gguf.TokenType.NORMAL, gguf.TokenType.CONTROL
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(vocab)
+    writer.add_token_types([control if t in SPECIAL_TOKENS else normal for t in vocab])
+    sym = byte_symbols()
+    writer.add_token_merges([f"{sym[ord('Q')]} {sym[ord('Z')]}"])
+    writer.add_eos_token_id(vocab.index("<|im_end|>"))
+    writer.add_bos_token_id(vocab.index("<|endoftext|>"))
+    writer.add_pad_token_id(vocab.index("<|endoftext|>"))
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(chat_template)
+
+
+def _finish(writer: object) -> None:
+    import gguf
+
+    assert isinstance(writer, gguf.GGUFWriter)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
