@@ -10,46 +10,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from agentworld_tui import __version__
+from agentworld_tui.launch import (
+    UserError,
+    engine_flags,
+    generation_params,
+    make_engine,
+    settings_from_args,
+)
 
-if TYPE_CHECKING:
-    from agentworld_tui.config import Settings
-    from agentworld_tui.engines.base import Engine, GenerationParams
-
-
-class UserError(Exception):
-    """Bad input from the command line: printed as one line, exit code 2."""
-
-
-def _engine_flags() -> argparse.ArgumentParser:
-    flags = argparse.ArgumentParser(add_help=False)
-    group = flags.add_argument_group("model")
-    group.add_argument("--model", metavar="PATH", help="GGUF model file (overrides the config)")
-    group.add_argument("--ctx", type=int, metavar="N", help="context size in tokens")
-    group.add_argument(
-        "--gpu-layers", type=int, metavar="N", help="layers to offload to the GPU (-1 = all)"
-    )
-    group.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: cores)")
-    group.add_argument("--log-level", metavar="LEVEL", help="log file level (DEBUG, INFO...)")
-    gen = flags.add_argument_group("generation")
-    gen.add_argument("--temperature", type=float)
-    gen.add_argument("--top-p", type=float)
-    gen.add_argument("--top-k", type=int)
-    gen.add_argument("--max-tokens", type=int)
-    gen.add_argument("--seed", type=int)
-    gen.add_argument(
-        "--reasoning-budget", type=int, metavar="N", help="reasoning tokens before answering"
-    )
-    gen.add_argument(
-        "--no-thinking", action="store_true", help="answer without reasoning (faster, lower quality)"
-    )
-    return flags
+# Modules that add sub-commands: each has register(sub, engine_flags) and imports
+# nothing heavy at module level.
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    engine = _engine_flags()
+    engine = engine_flags()
     parser = argparse.ArgumentParser(
         prog="agentworld",
         parents=[engine],
@@ -69,66 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--json", action="store_true", help="print one JSON object")
     predict.add_argument("action", help="the action as the domain writes it, e.g. 'ls -la'")
+    predict.set_defaults(handler=cmd_predict)
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, engine)
     return parser
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    from agentworld_tui.config import load_settings, setup_logging
-
-    loaded = load_settings()
-    settings = loaded.settings
-    for problem in loaded.problems:
-        print(f"agentworld: config: {problem}", file=sys.stderr)
-    if args.model:
-        settings.model.path = args.model
-    for flag, attr in (("ctx", "n_ctx"), ("gpu_layers", "gpu_layers"), ("threads", "threads")):
-        value = getattr(args, flag, None)
-        if value is not None:
-            setattr(settings.model, attr, value)
-    gen = settings.generation
-    for flag in ("temperature", "top_p", "top_k", "max_tokens", "seed", "reasoning_budget"):
-        value = getattr(args, flag, None)
-        if value is not None:
-            setattr(gen, flag, value)
-    if getattr(args, "no_thinking", False):
-        gen.enable_thinking = False
-    if args.log_level:
-        settings.log_level = args.log_level
-    setup_logging(settings.log_level)
-    return settings
-
-
-def generation_params(settings: Settings) -> GenerationParams:
-    from agentworld_tui.engines.base import GenerationParams
-
-    g = settings.generation
-    return GenerationParams(
-        temperature=g.temperature,
-        top_p=g.top_p,
-        top_k=g.top_k,
-        max_tokens=g.max_tokens,
-        reasoning_budget=g.reasoning_budget,
-        enable_thinking=g.enable_thinking,
-        seed=g.seed,
-    )
-
-
-def make_engine(settings: Settings) -> Engine:
-    from agentworld_tui.engines.llama import LlamaEngine
-
-    m = settings.model
-    if not m.path:
-        raise UserError(
-            "no model configured: pass --model PATH.gguf, or set [model] path in "
-            f"{_settings_file()}"
-        )
-    return LlamaEngine(m.path, n_ctx=m.n_ctx, gpu_layers=m.gpu_layers, threads=m.threads)
-
-
-def _settings_file() -> Path:
-    from agentworld_tui.config import settings_path
-
-    return settings_path()
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -140,7 +63,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
     from agentworld_tui.world.session import new_session
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     try:
         domain = get_domain(args.domain)
     except KeyError as exc:
@@ -200,7 +123,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_from_args(args)
     from agentworld_tui.ui.app import AgentWorldApp
 
     app = AgentWorldApp(settings)
@@ -208,18 +131,21 @@ def cmd_app(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
-COMMANDS: dict[str, Any] = {"predict": cmd_predict}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = COMMANDS.get(args.command or "", cmd_app)
+    handler = getattr(args, "handler", None) or cmd_app
     try:
         return int(handler(args))
     except UserError as exc:
         print(f"agentworld: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``| head``): not an error worth a traceback.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("agentworld: interrupted", file=sys.stderr)
         return 130

@@ -68,17 +68,22 @@ class TerminalDomain:
             if not isinstance(keys, str):
                 raise ActionError(f"entry {i}: keystrokes must be text", field="keystrokes")
             if isinstance(duration, bool) or not isinstance(duration, int | float):
-                raise ActionError(f"entry {i}: duration must be a number of seconds", field="duration")
+                raise ActionError(
+                    f"entry {i}: duration must be a number of seconds", field="duration"
+                )
             if not 0 <= duration <= MAX_DURATION:
                 raise ActionError(
-                    f"entry {i}: duration must be between 0 and {MAX_DURATION:g} s", field="duration"
+                    f"entry {i}: duration must be between 0 and {MAX_DURATION:g} s",
+                    field="duration",
                 )
             if not keys and duration == 0:
                 raise ActionError(f"entry {i}: empty keystrokes need a duration to wait")
             total += len(keys)
             clean.append({"keystrokes": keys, "duration": float(duration)})
         if total > MAX_KEYSTROKES:
-            raise ActionError(f"the keystrokes are {total:,} characters; the limit is {MAX_KEYSTROKES:,}")
+            raise ActionError(
+                f"the keystrokes are {total:,} characters; the limit is {MAX_KEYSTROKES:,}"
+            )
         return Action(self.name, clean, _label(clean))
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:
@@ -90,7 +95,9 @@ class TerminalDomain:
             try:
                 data = json.loads(stripped)
             except json.JSONDecodeError as exc:
-                raise ActionError(f"invalid JSON keystrokes: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+                raise ActionError(
+                    f"invalid JSON keystrokes: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                ) from exc
             return self.make_action(data)
         if stripped in CONTROL_KEYS:
             return self.make_action([entry(stripped)])

@@ -150,9 +150,9 @@ class StateStore:
         best: _Checkpoint | None = None
         for c in self._items:
             n = len(c.tokens)
-            if n <= limit and (best is None or n > len(best.tokens)):
-                if np.array_equal(c.tokens, tokens[:n]):
-                    best = c
+            longer = best is None or n > len(best.tokens)
+            if n <= limit and longer and np.array_equal(c.tokens, tokens[:n]):
+                best = c
         if best is not None:
             best.used = time.monotonic()
         return best
@@ -214,7 +214,9 @@ class LlamaEngine:
         if gpu_layers < 0:
             gpu_layers = -1 if offload else 0
         threads = self.threads or physical_cores()
-        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX)
+        n_ctx = self.requested_ctx or min(
+            DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX
+        )
         say(f"loading {self.model_path.name}")
         # verbose=True because verbose=False points the process's stdout and stderr at
         # /dev/null while loading, which would blank the running app's own screen; the
@@ -236,7 +238,8 @@ class LlamaEngine:
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
         self._gpu_layers = (self._n_layer + 1 if gpu_layers < 0 else gpu_layers) if offload else 0
         self._hybrid = bool(
-            llama_cpp.llama_model_is_recurrent(llm.model) or llama_cpp.llama_model_is_hybrid(llm.model)
+            llama_cpp.llama_model_is_recurrent(llm.model)
+            or llama_cpp.llama_model_is_hybrid(llm.model)
         )
         metadata = llm.metadata
         self._template = ChatTemplate(
@@ -248,7 +251,11 @@ class LlamaEngine:
         self._llm = llm
         log.info(
             "loaded %s: n_ctx=%d gpu_layers=%d threads=%d hybrid=%s",
-            self.model_path, llm.n_ctx(), self._gpu_layers, threads, self._hybrid,
+            self.model_path,
+            llm.n_ctx(),
+            self._gpu_layers,
+            threads,
+            self._hybrid,
         )
         say("ready")
 
@@ -328,7 +335,9 @@ class LlamaEngine:
         for stop_at in (history_end, len(tokens)):
             while llm.n_tokens < stop_at:
                 if control.cancelled:
-                    yield self._finished("", "", False, len(tokens), 0, 0, started, None, "cancelled")
+                    yield self._finished(
+                        "", "", False, len(tokens), 0, 0, started, None, "cancelled"
+                    )
                     return
                 chunk = tokens[llm.n_tokens : min(stop_at, llm.n_tokens + self.n_batch)]
                 llm.eval(chunk.tolist())

@@ -52,7 +52,9 @@ def load_template(domain: str, kind: str = "system_prompt") -> PromptTemplate:
             problems.append(f"cannot read {override} ({exc}); using the shipped {kind}")
     resource = shipped("prompts").joinpath(domain, name)
     try:
-        return PromptTemplate(resource.read_text(encoding="utf-8"), f"shipped:{domain}/{name}", problems)
+        return PromptTemplate(
+            resource.read_text(encoding="utf-8"), f"shipped:{domain}/{name}", problems
+        )
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"the shipped {domain}/{name} is missing ({exc})")
         return PromptTemplate("", "missing", problems)
@@ -67,7 +69,10 @@ def load_scenarios(domain: str) -> tuple[list[Scenario], list[str]]:
     sources: list[tuple[str, str | None]] = []
     try:
         sources.append(
-            (f"shipped:{domain}/scenarios.toml", shipped("prompts").joinpath(domain, "scenarios.toml").read_text(encoding="utf-8"))
+            (
+                f"shipped:{domain}/scenarios.toml",
+                shipped("prompts").joinpath(domain, "scenarios.toml").read_text(encoding="utf-8"),
+            )
         )
     except (OSError, UnicodeDecodeError):
         sources.append((f"shipped:{domain}/scenarios.toml", None))
@@ -89,6 +94,8 @@ def load_scenarios(domain: str) -> tuple[list[Scenario], list[str]]:
             if not isinstance(entry, dict) or "name" not in entry:
                 problems.append(f"{source}: a [[scenario]] without a name was skipped")
                 continue
-            extras = {k: v for k, v in entry.items() if k not in ("name", "title", "description", "state")}
+            extras = {
+                k: v for k, v in entry.items() if k not in ("name", "title", "description", "state")
+            }
             found[str(entry["name"])] = Scenario.from_dict({**entry, "extras": extras})
     return list(found.values()), problems

@@ -138,7 +138,10 @@ class Session:
         earlier = [t for t in self.turns[: turn.number - 1] if t.shown]
         first = 0
         if count_tokens is not None and budget is not None:
-            sizes = [self._size(t.user_message, count_tokens) + self._size(t.observation, count_tokens) for t in earlier]
+            sizes = [
+                self._size(t.user_message, count_tokens) + self._size(t.observation, count_tokens)
+                for t in earlier
+            ]
             fixed = self._size(self.system_prompt, count_tokens) + self._size(
                 turn.user_message, count_tokens
             )
