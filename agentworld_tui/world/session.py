@@ -4,10 +4,15 @@ The model sees one conversation per environment: the domain's system prompt, the
 earlier turn the action (user) and the observation that was shown (assistant; never the
 reasoning), then the current action. Oldest turns are left out when the history would not
 fit the context budget.
+
+History can be edited: undo the last turn, regenerate a turn (earlier answers stay
+reachable), or branch at an earlier turn with an edited action. A session holds every
+branch; ``turns`` is always the branch being shown.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Callable
@@ -88,6 +93,59 @@ class Prompt:
     """Earlier turns left out because they did not fit."""
 
 
+class HistoryError(ValueError):
+    """An edit the history does not allow; the message says why, for display."""
+
+
+@dataclass
+class Branch:
+    """One line of turns.
+
+    A branch owns copies of the turns it shares with the branch it came from, so editing
+    one branch never changes another.
+    """
+
+    id: int
+    turns: list[Turn] = field(default_factory=list)
+    parent: int | None = None
+    """The branch this one was made from (None for the first)."""
+    fork_turn: int = 1
+    """The first turn where this branch differs from ``parent``."""
+    created: float = field(default_factory=time.time)
+
+    @property
+    def label(self) -> str:
+        if self.parent is None:
+            return f"branch {self.id}"
+        return f"branch {self.id} (from branch {self.parent} at turn {self.fork_turn})"
+
+    def to_dict(self, *, with_turns: bool = True) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "parent": self.parent,
+            "fork_turn": self.fork_turn,
+            "created": self.created,
+        }
+        if with_turns:
+            data["turns"] = [t.to_dict() for t in self.turns]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], turns: list[Turn] | None = None) -> Branch:
+        parent = data.get("parent")
+        return cls(
+            id=int(data["id"]),
+            turns=turns if turns is not None else [Turn.from_dict(t) for t in data["turns"]],
+            parent=None if parent is None else int(parent),
+            fork_turn=int(data.get("fork_turn", 1)),
+            created=float(data.get("created", time.time())),
+        )
+
+
+def _same_turn(a: Turn, b: Turn) -> bool:
+    return (a.user_message, a.observation, a.status) == (b.user_message, b.observation, b.status)
+
+
 @dataclass
 class Session:
     domain: Domain
@@ -97,6 +155,15 @@ class Session:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     created: float = field(default_factory=time.time)
     _sizes: dict[str, int] = field(default_factory=dict, repr=False)
+    branches: list[Branch] = field(default_factory=list)
+    """Every branch, the shown one included (its ``turns`` is this session's ``turns``)."""
+    branch_id: int = 1
+    """The branch being shown."""
+
+    def __post_init__(self) -> None:
+        if not any(b.id == self.branch_id for b in self.branches):
+            self.branches.append(Branch(self.branch_id, self.turns, created=self.created))
+        self.branch.turns = self.turns
 
     # -- the path of one action ---------------------------------------------------------
     def begin_turn(self, action: Action) -> Turn:
@@ -167,6 +234,116 @@ class Session:
         turn.status, turn.note = status, note
         turn.stats = dict(stats or {})
 
+    # -- editing history --------------------------------------------------------------------
+    @property
+    def branch(self) -> Branch:
+        """The branch being shown (kept in step with ``turns``)."""
+        for branch in self.branches:
+            if branch.id == self.branch_id:
+                branch.turns = self.turns
+                return branch
+        raise HistoryError(f"branch {self.branch_id} is missing")
+
+    def regenerate(self, number: int | None = None) -> Turn:
+        """Sample turn ``number`` (default: the last) again and return it, pending.
+
+        The last turn is retried in place, its answer kept among ``attempts``; an earlier
+        turn is regenerated on a new branch, so the turns built on its old answer stay on
+        the old branch.
+        """
+        self._check_idle()
+        if not self.turns:
+            raise HistoryError("there is no turn to regenerate")
+        if number is None or number == len(self.turns):
+            return self.retry()
+        return self.fork(number)
+
+    def restore_attempt(self, index: int) -> Turn:
+        """Show an earlier answer of the last turn again; the current one joins the attempts."""
+        self._check_idle()
+        if not self.turns or not 0 <= index < len(self.turns[-1].attempts):
+            raise HistoryError("no such earlier answer")
+        turn = self.turns[-1]
+        chosen = turn.attempts.pop(index)
+        turn.attempts.append(
+            {
+                "observation": turn.observation,
+                "reasoning": turn.reasoning,
+                "status": turn.status,
+                "note": turn.note,
+                "stats": turn.stats,
+            }
+        )
+        turn.observation = str(chosen.get("observation", ""))
+        turn.reasoning = str(chosen.get("reasoning", ""))
+        turn.status = chosen.get("status", "complete")
+        turn.note = str(chosen.get("note", ""))
+        turn.stats = dict(chosen.get("stats", {}))
+        return turn
+
+    def fork(self, number: int, action: Action | None = None) -> Turn:
+        """Start a new branch at turn ``number`` and return its pending turn there.
+
+        The new branch has copies of the turns before ``number``, then ``action`` (an
+        edited action) or, without one, the same turn text again. The branch left behind
+        stays whole and can be switched back to.
+        """
+        self._check_idle()
+        if not 1 <= number <= len(self.turns):
+            raise HistoryError(f"there is no turn {number} to branch from")
+        old = self.turns[number - 1]
+        kept = [copy.deepcopy(t) for t in self.turns[: number - 1]]
+        branch = Branch(
+            max(b.id for b in self.branches) + 1, kept, parent=self.branch_id, fork_turn=number
+        )
+        self.branches.append(branch)
+        self.branch_id, self.turns = branch.id, kept
+        if action is not None:
+            return self.begin_turn(action)
+        turn = Turn(number, old.action, old.user_message, old.state)
+        self.turns.append(turn)
+        return turn
+
+    def switch_branch(self, branch_id: int) -> Branch:
+        self._check_idle()
+        self.branch.turns = self.turns
+        for branch in self.branches:
+            if branch.id == branch_id:
+                self.branch_id, self.turns = branch.id, branch.turns
+                return branch
+        raise HistoryError(f"there is no branch {branch_id}")
+
+    def delete_branch(self, branch_id: int) -> None:
+        """Remove a branch that is not shown; branches made from it keep their turns."""
+        if branch_id == self.branch_id:
+            raise HistoryError("the branch being shown cannot be deleted: switch first")
+        doomed = next((b for b in self.branches if b.id == branch_id), None)
+        if doomed is None:
+            raise HistoryError(f"there is no branch {branch_id}")
+        self.branches.remove(doomed)
+        for branch in self.branches:
+            if branch.parent == branch_id:
+                branch.parent = doomed.parent
+
+    def alternatives(self, number: int) -> list[Branch]:
+        """Branches that agree with the shown one before turn ``number`` and have a turn
+        ``number`` (the shown branch included): the versions of that turn to switch between."""
+        shown = self.branch
+        if len(shown.turns) < number - 1:
+            return []
+        prefix = shown.turns[: number - 1]
+        found = []
+        for branch in self.branches:
+            if len(branch.turns) >= number and all(
+                _same_turn(a, b) for a, b in zip(prefix, branch.turns, strict=False)
+            ):
+                found.append(branch)
+        return found
+
+    def _check_idle(self) -> None:
+        if self.turns and self.turns[-1].status == "pending":
+            raise HistoryError("a turn is still running: stop it first")
+
     def _size(self, text: str, count_tokens: Callable[[str], int]) -> int:
         size = self._sizes.get(text)
         if size is None:
@@ -183,17 +360,27 @@ class Session:
             "scenario": self.scenario.to_dict(),
             "system_prompt": self.system_prompt,
             "turns": [t.to_dict() for t in self.turns],
+            "branch": self.branch_id,
+            "branches": [b.to_dict(with_turns=b.id != self.branch_id) for b in self.branches],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], domain: Domain) -> Session:
+        turns = [Turn.from_dict(t) for t in data.get("turns", [])]
+        shown = int(data.get("branch", 1))
+        branches = [
+            Branch.from_dict(b, turns if int(b["id"]) == shown else None)
+            for b in data.get("branches", [])
+        ]
         return cls(
             domain=domain,
             scenario=Scenario.from_dict(data["scenario"]),
             system_prompt=str(data["system_prompt"]),
-            turns=[Turn.from_dict(t) for t in data.get("turns", [])],
+            turns=turns,
             id=str(data.get("id") or uuid.uuid4().hex[:12]),
             created=float(data.get("created", time.time())),
+            branches=branches,
+            branch_id=shown,
         )
 
 
