@@ -55,13 +55,15 @@ def run_turn(
         for event in engine.stream(prompt.messages, params, control):
             if isinstance(event, Finished):
                 finished = event
+                continue  # the engine's last event; let its generator run to its end
             yield event
     except EngineError as exc:
         log.warning("turn %d failed: %s", turn.number, exc)
         finished = Finished("", "", False, GenerationStats(stop_reason="error"), error=str(exc))
-        yield finished
-    if finished is None:  # the consumer stopped iterating early
+    if finished is None:  # the engine ended without its final event
         finished = Finished("", "", False, GenerationStats(stop_reason="cancelled"))
+    # The turn is recorded before the final event goes out, so whoever receives it finds
+    # the session already up to date.
     status, note = outcome(finished)
     session.finish_turn(
         turn,
@@ -71,3 +73,4 @@ def run_turn(
         note=note,
         stats=finished.stats.to_dict(),
     )
+    yield finished

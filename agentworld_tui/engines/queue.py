@@ -1,0 +1,145 @@
+"""One model, many tabs: turns run one at a time, in the order they were asked for.
+
+The engine lives on a single worker thread (llama.cpp contexts are not thread-safe, and a
+model load must never block the UI). Jobs report their events through a callback called on
+that thread; the caller decides how to hand them to its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentworld_tui.engines.base import (
+    Engine,
+    EngineError,
+    EngineEvent,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+    GenerationStats,
+)
+from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.world.session import Session, Turn
+
+log = logging.getLogger("agentworld.queue")
+
+EventSink = Callable[[EngineEvent], None]
+
+
+@dataclass(eq=False)
+class TurnJob:
+    owner: str
+    """Who asked (a tab name), for the status bar."""
+    session: Session
+    turn: Turn
+    params: GenerationParams
+    sink: EventSink
+    control: GenerationControl = field(default_factory=GenerationControl)
+
+
+@dataclass(eq=False)
+class LoadJob:
+    on_progress: Callable[[str], None]
+    on_done: Callable[[str | None], None]
+    """Called with None on success, else the error message."""
+
+
+class EngineQueue:
+    def __init__(self, engine: Engine | None) -> None:
+        self.engine = engine
+        self._jobs: queue.Queue[TurnJob | LoadJob | None] = queue.Queue()
+        self._waiting: list[TurnJob] = []
+        self._lock = threading.Lock()
+        self.running: TurnJob | None = None
+        self._thread = threading.Thread(target=self._work, name="engine", daemon=True)
+        self._thread.start()
+
+    # -- asking ---------------------------------------------------------------------------
+    def load(
+        self, on_progress: Callable[[str], None], on_done: Callable[[str | None], None]
+    ) -> None:
+        self._jobs.put(LoadJob(on_progress, on_done))
+
+    def submit(self, job: TurnJob) -> None:
+        with self._lock:
+            self._waiting.append(job)
+        self._jobs.put(job)
+
+    def waiting(self) -> list[TurnJob]:
+        with self._lock:
+            return list(self._waiting)
+
+    def cancel(self, job: TurnJob) -> None:
+        """Stop a running job at once; a waiting one never starts."""
+        job.control.cancel()
+
+    def close(self) -> None:
+        if self.running is not None:
+            self.running.control.cancel()
+        with self._lock:
+            for job in self._waiting:
+                job.control.cancel()
+        self._jobs.put(None)
+
+    # -- the worker -----------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                break
+            if isinstance(job, LoadJob):
+                self._load(job)
+                continue
+            with self._lock:
+                if job in self._waiting:
+                    self._waiting.remove(job)
+                self.running = job
+            try:
+                self._run(job)
+            finally:
+                self.running = None
+        if self.engine is not None and self.engine.loaded:
+            self.engine.unload()
+
+    def _load(self, job: LoadJob) -> None:
+        if self.engine is None:
+            job.on_done("no model configured")
+            return
+        try:
+            self.engine.load(job.on_progress)
+        except EngineError as exc:
+            job.on_done(str(exc))
+        except Exception as exc:  # never let the worker die: report it instead
+            log.exception("model load failed")
+            job.on_done(f"could not load the model: {exc}")
+        else:
+            job.on_done(None)
+
+    def _run(self, job: TurnJob) -> None:
+        if self.engine is None or not self.engine.loaded or job.control.cancelled:
+            reason = "no model is loaded" if not job.control.cancelled else ""
+            stop = "cancelled" if job.control.cancelled else "error"
+            event = Finished("", "", False, GenerationStats(stop_reason=stop), error=reason)
+            job.session.finish_turn(
+                job.turn,
+                observation="",
+                reasoning="",
+                status="interrupted" if stop == "cancelled" else "error",
+                note="stopped before it started" if stop == "cancelled" else reason,
+            )
+            job.sink(event)
+            return
+        try:
+            for event in run_turn(self.engine, job.session, job.turn, job.params, job.control):
+                job.sink(event)
+        except Exception as exc:  # a bug must not kill the worker or lose the turn
+            log.exception("turn failed")
+            message = f"internal error: {exc}"
+            job.session.finish_turn(
+                job.turn, observation="", reasoning="", status="error", note=message
+            )
+            job.sink(Finished("", "", False, GenerationStats(stop_reason="error"), error=message))

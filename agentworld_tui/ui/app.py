@@ -1,0 +1,289 @@
+"""The Textual app: one tab per domain, one model shared by all of them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from agentworld_tui.config import Settings, settings_path
+from agentworld_tui.domains import DOMAINS
+from agentworld_tui.engines.base import Engine, GenerationParams
+from agentworld_tui.engines.queue import EngineQueue, TurnJob
+from agentworld_tui.launch import UserError, generation_params, make_engine
+from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.panes.terminal import TerminalPane
+from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
+from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.prompts import load_scenarios
+
+PANES: dict[str, type[DomainPane]] = {"terminal": TerminalPane}
+
+
+def first_scenario(domain: str) -> Scenario:
+    scenarios, _ = load_scenarios(domain)
+    return scenarios[0] if scenarios else Scenario("blank", "Blank")
+
+
+class AgentWorldApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "agentworld"
+    BINDINGS = [
+        Binding("escape", "stop", "Stop", tooltip="Stop generating; what came stays"),
+        Binding("ctrl+r", "retry", "Retry", tooltip="Ask again for the last turn"),
+        Binding("ctrl+g", "answer_now", "Answer now", tooltip="End the reasoning and answer"),
+        Binding("ctrl+t", "toggle_reasoning", "Reasoning", tooltip="Show or hide the reasoning"),
+        Binding("ctrl+e", "edit_state", "Start state", tooltip="Edit the starting state"),
+        Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh"),
+        Binding("f1", "help", "Help", tooltip="Keys and commands"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.params: GenerationParams = generation_params(settings)
+        self.engine_error = ""
+        if engine is None:
+            try:
+                engine = make_engine(settings)
+            except UserError as exc:
+                self.engine_error = str(exc)
+        self.engine = engine
+        self.queue = EngineQueue(engine)
+        self.model_ready = asyncio.Event()
+        self.model_status = StatusInfo(model="no model")
+        if engine is not None:
+            self.model_status.model = engine.info.name
+            self.model_status.phase = "loading model"
+
+    # -- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="tabs"):
+            for name, domain in DOMAINS.items():
+                pane_class = PANES.get(name)
+                if pane_class is None:
+                    continue
+                with TabPane(domain.title, id=f"tab-{name}"):
+                    yield pane_class(domain, first_scenario(name), id=f"pane-{name}")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for pane in self.query(DomainPane):
+            for problem in pane.problems:
+                self.notify(problem, severity="warning", timeout=10)
+        if self.engine is None:
+            self.model_status.phase = ""
+            self._no_model_help()
+        else:
+            self.queue.load(self._load_progress, self._load_done)
+        self._show_status()
+        self.call_after_refresh(self._focus_editor)
+
+    def _no_model_help(self) -> None:
+        lines = [
+            "No model is configured yet.",
+            "",
+            "  Start with a GGUF file:    agentworld --model PATH.gguf",
+            f"  or set it in {settings_path()}:",
+            "      [model]",
+            '      path = "/path/to/model.gguf"',
+            "  or use a server:           agentworld --server http://HOST:PORT/v1",
+        ]
+        for pane in self.query(DomainPane):
+            pane.screen_view.append_lines([Text(line, style="yellow") for line in lines])
+
+    @property
+    def active_pane(self) -> DomainPane | None:
+        tabs = self.query_one("#tabs", TabbedContent)
+        active = tabs.active_pane
+        if active is None:
+            return None
+        panes = list(active.query(DomainPane))
+        return panes[0] if panes else None
+
+    def _focus_editor(self) -> None:
+        pane = self.active_pane
+        focus = getattr(pane, "focus_editor", None)
+        if callable(focus):
+            focus()
+
+    # -- the model ----------------------------------------------------------------------
+    def _load_progress(self, message: str) -> None:
+        self.call_from_thread(self._set_phase, message)
+
+    def _set_phase(self, message: str) -> None:
+        self.model_status.phase = "" if message == "ready" else message
+        self._show_status()
+
+    def _load_done(self, error: str | None) -> None:
+        self.call_from_thread(self._loaded, error)
+
+    def _loaded(self, error: str | None) -> None:
+        if error:
+            self.engine_error = error
+            self.model_status.phase = "model failed to load"
+            self.notify(error, title="Model", severity="error", timeout=30)
+            for pane in self.query(DomainPane):
+                pane.screen_view.append_lines([Text(error, style="bold red")])
+        else:
+            assert self.engine is not None
+            info = self.engine.info
+            self.model_status.model = info.name
+            self.model_status.where = info.where
+            self.model_status.n_ctx = info.n_ctx
+            self.model_status.phase = ""
+            self.model_ready.set()
+        self._show_status()
+
+    def can_generate(self, pane: DomainPane) -> bool:
+        if self.engine is None or self.engine_error:
+            pane.show_error(self.engine_error or "no model is configured")
+            return False
+        return True
+
+    def submit(self, job: TurnJob) -> None:
+        self.queue.submit(job)
+        self._mark_busy()
+
+    # -- status -------------------------------------------------------------------------
+    def on_domain_pane_status_changed(self, event: DomainPane.StatusChanged) -> None:
+        self._mark_busy()
+        if event.pane is self.active_pane:
+            self._show_status()
+
+    def on_tabbed_content_tab_activated(self) -> None:
+        self._show_status()
+        self.call_after_refresh(self._focus_editor)
+
+    def _mark_busy(self) -> None:
+        tabs = self.query_one("#tabs", TabbedContent)
+        for pane in self.query(DomainPane):
+            tab = tabs.get_tab(f"tab-{pane.domain.name}")
+            label = pane.domain.title + (" ●" if pane.busy else "")
+            if str(tab.label) != label:
+                tab.label = label
+
+    def _show_status(self) -> None:
+        pane = self.active_pane
+        base = self.model_status
+        info = StatusInfo(model=base.model, where=base.where, n_ctx=base.n_ctx, phase=base.phase)
+        if pane is not None:
+            ps = pane.status
+            info.context_used = ps.context_used
+            info.generated, info.elapsed = ps.generated, ps.elapsed
+            info.tokens_per_second = ps.tokens_per_second
+            info.reasoning_tokens, info.reasoning_budget = ps.reasoning_tokens, ps.reasoning_budget
+            info.omitted_turns = ps.omitted_turns
+            info.phase = base.phase or ps.phase
+            if ps.n_ctx:
+                info.n_ctx = ps.n_ctx
+        info.queued = [job.owner for job in self.queue.waiting()]
+        self.query_one("#status", StatusBar).show(info)
+
+    def on_domain_pane_turn_finished(self, event: DomainPane.TurnFinished) -> None:
+        self._mark_busy()
+        self._show_status()
+
+    # -- actions ------------------------------------------------------------------------
+    def action_stop(self) -> None:
+        pane = self.active_pane
+        if pane is not None and not pane.stop():
+            pane.show_error("")
+
+    def action_retry(self) -> None:
+        pane = self.active_pane
+        if pane is not None and not pane.retry() and not pane.busy:
+            self.notify("Nothing to retry yet.", timeout=3)
+
+    def action_answer_now(self) -> None:
+        pane = self.active_pane
+        if pane is not None and not pane.answer_now():
+            self.notify("The model is not reasoning right now.", timeout=3)
+
+    def action_toggle_reasoning(self) -> None:
+        pane = self.active_pane
+        if pane is not None:
+            pane.toggle_reasoning()
+
+    def action_new_session(self) -> None:
+        pane = self.active_pane
+        if pane is None:
+            return
+        if pane.busy:
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return
+        from agentworld_tui.world.session import new_session
+
+        session, _ = new_session(pane.domain, pane.session.scenario)
+        pane.replace_session(session)
+
+    def action_edit_state(self) -> None:
+        from agentworld_tui.ui.screens.state_editor import StateEditor
+
+        pane = self.active_pane
+        if pane is None:
+            return
+        if pane.busy:
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return
+
+        def apply(scenario: Scenario | None) -> None:
+            if scenario is None:
+                return
+            from agentworld_tui.world.session import new_session
+
+            session, problems = new_session(pane.domain, scenario)
+            for problem in problems:
+                self.notify(problem, severity="warning")
+            pane.replace_session(session)
+
+        self.push_screen(
+            StateEditor(pane.domain.name, pane.session.scenario, bool(pane.session.turns)), apply
+        )
+
+    def action_help(self) -> None:
+        from agentworld_tui.ui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(self._key_table()))
+
+    def _key_table(self) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        sources: list[Iterable[Binding | tuple[str, ...]]] = [self.BINDINGS]
+        pane = self.active_pane
+        if pane is not None:
+            for widget in pane.query("*"):
+                sources.append(type(widget).BINDINGS)
+        for bindings in sources:
+            for binding in bindings:
+                if not isinstance(binding, Binding) or not binding.description:
+                    continue
+                key = binding.key.replace("ctrl+", "Ctrl+").replace(",", " / ")
+                if key in seen:
+                    continue
+                seen.add(key)
+                rows.append((key, binding.tooltip or binding.description))
+        return rows
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.action != "quit":
+                action = getattr(self, f"action_{binding.action}")
+                yield SystemCommand(binding.description, binding.tooltip or "", action)
+
+    async def action_quit(self) -> None:
+        self.queue.close()
+        self.exit(0)
+
+    def save_screenshot_to(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        return Path(self.save_screenshot(path=str(folder)))

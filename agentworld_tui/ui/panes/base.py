@@ -1,0 +1,360 @@
+"""What every domain's tab shares: its session, the streaming view, stop, retry.
+
+A pane turns a validated Action into a turn on the shared engine queue, then applies the
+engine's events in batches at a frame rate (never one redraw per token). Subclasses decide
+how the action is edited and how an observation is shown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import Static
+
+from agentworld_tui.engines.base import (
+    AnswerDelta,
+    EngineEvent,
+    Finished,
+    PromptBuilt,
+    PromptProgress,
+    ReasoningDelta,
+)
+from agentworld_tui.engines.queue import TurnJob
+from agentworld_tui.ui.highlight import highlight
+from agentworld_tui.ui.widgets.line_view import LineView
+from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
+from agentworld_tui.ui.widgets.status_bar import StatusInfo
+from agentworld_tui.world.action import Action
+from agentworld_tui.world.domain import Domain, Scenario
+from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+from agentworld_tui.world.session import Session, Turn, new_session
+
+if TYPE_CHECKING:
+    from agentworld_tui.ui.app import AgentWorldApp
+
+FRAME_SECONDS = 1 / 30
+NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
+
+
+class DomainPane(Vertical):
+    """One domain's tab."""
+
+    DEFAULT_CSS = """
+    DomainPane { height: 1fr; }
+    DomainPane #scenario-line { height: 1; color: $text-muted; padding: 0 1; }
+    DomainPane #pane-body { height: 1fr; }
+    DomainPane #main { width: 1fr; }
+    DomainPane #screen { height: 1fr; }
+    DomainPane .action-error { color: $error; height: auto; padding: 0 1; }
+    DomainPane .hidden { display: none; }
+    """
+
+    class StatusChanged(Message):
+        def __init__(self, pane: DomainPane) -> None:
+            super().__init__()
+            self.pane = pane
+
+    class TurnFinished(Message):
+        def __init__(self, pane: DomainPane, turn: Turn) -> None:
+            super().__init__()
+            self.pane = pane
+            self.turn = turn
+
+    replaces_view = False
+    """Whether each observation replaces the screen (web pages, phone screens) instead of
+    adding to it (a terminal)."""
+
+    def __init__(self, domain: Domain, scenario: Scenario, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.domain = domain
+        self.session, self.problems = new_session(domain, scenario)
+        self.job: TurnJob | None = None
+        self.status = StatusInfo()
+        self._events: deque[EngineEvent] = deque()
+        self._timer: Timer | None = None
+        self._turn_start: dict[int, int] = {}
+        self._answer_started = False
+        self._reasoning_clean = StreamSanitizer()
+        self._answer_clean = StreamSanitizer()
+        self._started = 0.0
+        self._first_token = 0.0
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="scenario-line")
+        with Horizontal(id="pane-body"):
+            with Vertical(id="main"):
+                yield LineView(id="screen")
+                yield from self.compose_editor()
+                yield Static(id="action-error", classes="action-error hidden")
+            yield ReasoningPanel(id="reasoning")
+
+    def compose_editor(self) -> ComposeResult:
+        """The domain's action editor."""
+        yield from ()
+
+    @property
+    def screen_view(self) -> LineView:
+        return self.query_one("#screen", LineView)
+
+    @property
+    def reasoning(self) -> ReasoningPanel:
+        return self.query_one("#reasoning", ReasoningPanel)
+
+    @property
+    def awt_app(self) -> AgentWorldApp:
+        from agentworld_tui.ui.app import AgentWorldApp
+
+        assert isinstance(self.app, AgentWorldApp)
+        return self.app
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(FRAME_SECONDS, self._drain, pause=True)
+        self.show_session()
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    # -- showing a whole session --------------------------------------------------------
+    def show_session(self) -> None:
+        """Redraw the screen from the session (start, load, undo, branch switch)."""
+        scenario = self.session.scenario
+        line = Text(scenario.title, style="bold")
+        if scenario.description:
+            line.append("  " + " ".join(scenario.description.split()), style="")
+        self.query_one("#scenario-line", Static).update(line)
+        view = self.screen_view
+        view.clear()
+        self._turn_start.clear()
+        self.show_state(scenario.state)
+        for turn in self.session.turns:
+            if self.replaces_view:
+                view.clear()
+            start = self.turn_start_line()
+            self._turn_start[turn.number] = start
+            view.truncate(start)
+            self.show_observation(turn)
+        last = self.session.turns[-1] if self.session.turns else None
+        self.reasoning.view.clear()
+        if last is not None and last.reasoning:
+            self.reasoning.view.append(sanitize(last.reasoning))
+        self.reasoning.set_title("Reasoning")
+
+    def show_state(self, state: str) -> None:
+        if state:
+            self.screen_view.append_lines(self.highlight_observation(sanitize(state)))
+
+    def highlight_observation(self, text: str) -> list[Text]:
+        return highlight(text, self.domain.lexer)
+
+    def turn_start_line(self) -> int:
+        """Where a new turn's output begins on the screen."""
+        view = self.screen_view
+        return view.line_count
+
+    def show_echo(self, turn: Turn) -> None:
+        """Show the action while the model works on it."""
+        self.screen_view.append_lines([Text(f"› {turn.action.label}", style="dim")])
+
+    def show_observation(self, turn: Turn) -> None:
+        """A finished turn, highlighted, with a note when it is not complete."""
+        view = self.screen_view
+        if turn.observation:
+            view.append_lines(self.highlight_observation(sanitize(turn.observation)))
+        if turn.note:
+            style = NOTE_STYLES.get(turn.status, "dim")
+            view.append_lines([Text(f"[{turn.note}]", style=style)])
+
+    # -- one turn -------------------------------------------------------------------------
+    def show_error(self, message: str) -> None:
+        error = self.query_one("#action-error", Static)
+        error.update(Text(message))
+        error.set_class(not message, "hidden")
+
+    def send(self, action: Action) -> bool:
+        """Start a turn for ``action``; False (with the reason shown) when it cannot."""
+        if self.busy:
+            self.show_error("the model is still working on the last action: Esc stops it")
+            return False
+        if not self.awt_app.can_generate(self):
+            return False
+        self.show_error("")
+        turn = self.session.begin_turn(action)
+        self._start(turn)
+        return True
+
+    def _start(self, turn: Turn) -> None:
+        self._turn_start[turn.number] = self.turn_start_line()
+        self.show_echo(turn)
+        self._answer_started = False
+        self._reasoning_clean = StreamSanitizer()
+        self._answer_clean = StreamSanitizer()
+        self.reasoning.view.clear()
+        self._started = time.monotonic()
+        self._first_token = 0.0
+        budget = self.awt_app.params.reasoning_budget
+        self.status = StatusInfo(reasoning_budget=budget, phase="waiting")
+        self.job = TurnJob(
+            owner=self.domain.title,
+            session=self.session,
+            turn=turn,
+            params=self.awt_app.params,
+            sink=self._events.append,
+        )
+        self.awt_app.submit(self.job)
+        if self._timer is not None:
+            self._timer.resume()
+        self.post_message(self.StatusChanged(self))
+
+    def stop(self) -> bool:
+        if self.job is None:
+            return False
+        self.awt_app.queue.cancel(self.job)
+        return True
+
+    def answer_now(self) -> bool:
+        if self.job is None or not self.status.phase.startswith("reasoning"):
+            return False
+        self.job.control.answer_now()
+        return True
+
+    def retry(self) -> bool:
+        """Ask again for the last turn; its earlier answer stays among its attempts."""
+        if self.busy or not self.session.turns:
+            return False
+        if not self.awt_app.can_generate(self):
+            return False
+        turn = self.session.turns[-1]
+        self.session.retry()
+        start = self._turn_start.get(turn.number, self.screen_view.line_count)
+        self.screen_view.truncate(start)
+        if self.replaces_view:
+            self.show_session_without(turn)
+        self._start(turn)
+        return True
+
+    def show_session_without(self, turn: Turn) -> None:
+        """Redraw up to the turn before ``turn`` (views that show one state at a time)."""
+        view = self.screen_view
+        view.clear()
+        earlier = [t for t in self.session.turns if t.number < turn.number and t.shown]
+        if earlier:
+            view.append_lines(self.highlight_observation(sanitize(earlier[-1].observation)))
+        else:
+            self.show_state(self.session.scenario.state)
+
+    def toggle_reasoning(self) -> None:
+        panel = self.reasoning
+        panel.display = not panel.display
+
+    # -- events from the engine thread ----------------------------------------------------
+    def _drain(self) -> None:
+        if not self._events:
+            return
+        reasoning: list[str] = []
+        finished: Finished | None = None
+        while self._events:
+            event = self._events.popleft()
+            if isinstance(event, ReasoningDelta):
+                reasoning.append(event.text)
+                self._count(event.generated)
+                self.status.reasoning_tokens = event.reasoning_tokens
+                self.status.phase = "reasoning"
+            elif isinstance(event, AnswerDelta):
+                self._count(event.generated)
+                self.status.phase = "answering"
+                self._apply_answer(event)
+            elif isinstance(event, PromptProgress):
+                if event.total:
+                    self.status.phase = f"reading prompt {100 * event.evaluated // event.total}%"
+            elif isinstance(event, PromptBuilt):
+                self.status.omitted_turns = event.omitted_turns
+                if event.omitted_turns:
+                    self.app.notify(
+                        f"The {event.omitted_turns} oldest turns no longer fit the context "
+                        "and were left out of the prompt.",
+                        title=self.domain.title,
+                        severity="warning",
+                    )
+            elif isinstance(event, Finished):
+                finished = event
+        if reasoning:
+            self.reasoning.view.append(self._reasoning_clean.feed("".join(reasoning)))
+            self._reasoning_title()
+        if finished is not None:
+            self._finish(finished)
+        self.post_message(self.StatusChanged(self))
+
+    def _count(self, generated: int) -> None:
+        now = time.monotonic()
+        if not self._first_token:
+            self._first_token = now
+        self.status.generated = generated
+        self.status.elapsed = now - self._started
+        span = now - self._first_token
+        if span > 0 and generated > 1:
+            self.status.tokens_per_second = (generated - 1) / span
+
+    def _reasoning_title(self) -> None:
+        budget = self.status.reasoning_budget
+        limit = f" / budget {budget:,}" if budget else ""
+        self.reasoning.set_title(f"Reasoning · {self.status.reasoning_tokens:,} tokens{limit}")
+
+    def _apply_answer(self, event: AnswerDelta) -> None:
+        assert self.job is not None
+        view = self.screen_view
+        start = self._turn_start[self.job.turn.number]
+        if not self._answer_started or event.reset:
+            self._answer_started = True
+            self._answer_clean = StreamSanitizer()
+            if self.replaces_view:
+                view.clear()
+                self._turn_start[self.job.turn.number] = start = 0
+            view.truncate(start)
+        view.append(self._answer_clean.feed(event.text))
+
+    def _finish(self, event: Finished) -> None:
+        job = self.job
+        assert job is not None
+        turn = job.turn
+        self.job = None
+        if self._timer is not None:
+            self._timer.pause()
+        view = self.screen_view
+        if self.replaces_view and turn.observation:
+            view.clear()
+            self._turn_start[turn.number] = 0
+        else:
+            view.truncate(self._turn_start[turn.number])
+            if self.replaces_view and not turn.observation:
+                self.show_session_without(turn)
+                self.show_echo(turn)
+        self.show_observation(turn)
+        self.status.phase = turn.status.replace("_", " ") if turn.status != "complete" else ""
+        stats = event.stats
+        self.status.tokens_per_second = stats.tokens_per_second or self.status.tokens_per_second
+        self.status.generated = stats.generated_tokens
+        self.status.elapsed = stats.elapsed
+        self.status.context_used = stats.prompt_tokens + stats.generated_tokens
+        self.status.n_ctx = stats.n_ctx
+        if event.reasoning and not self.reasoning.view.text.strip():
+            self.reasoning.view.append(sanitize(event.reasoning))
+        self._reasoning_title()
+        self.post_message(self.TurnFinished(self, turn))
+
+    # -- session lifecycle --------------------------------------------------------------
+    def replace_session(self, session: Session) -> None:
+        if self.job is not None:
+            self.stop()
+        self.session = session
+        self.status = StatusInfo()
+        self.show_session()
+        self.post_message(self.StatusChanged(self))
