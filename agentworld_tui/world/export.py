@@ -1,0 +1,170 @@
+"""Exports of a session's shown branch: AgentWorldBench JSONL, a Markdown transcript, JSON.
+
+AgentWorldBench lines follow the benchmark's layout (see DOMAINS.md). ``prompt`` and
+``response`` hold the whole exported trajectory, as the benchmark's own files do: the turn
+texts exactly as they were sent and the observations exactly as they were shown (an
+interrupted turn's partial observation included, since later turns were built on it). The
+line for turn ``turn_idx`` is scored against ``response[turn_idx - 1]``, its own
+observation; an evaluator that sends ``system_str``, then ``prompt[i]`` / ``response[i]`` for
+every ``i < turn_idx - 1``, then ``current_prompt``, sends the very messages the app sent.
+
+Turns without an observation (no answer, an error) were never part of any later prompt and
+have no reference to score against, so they have no line and no place in the lists. When
+the oldest turns did not fit a turn's context, that turn's lists start after them, so its
+``turn_idx`` counts from there. ``id`` is text: the session id, branch and turn number.
+
+JSON keeps every text exactly; characters a terminal could act on are written as ``\\u``
+escapes, so printing an export is safe. Markdown is for reading: model text is sanitized.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.session import Message, Session, Turn
+
+EXPORT_FORMATS = ("agentworldbench", "markdown", "json")
+TRANSCRIPT_FORMAT = "agentworld-transcript"
+# Characters JSON may leave raw that a terminal or editor could act on: C1 controls, bidi
+# controls, line and paragraph separators (C0 controls are always escaped by json).
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def dump_json(data: Any, indent: int | None = None) -> str:
+    """JSON with non-ASCII text kept readable but terminal-active characters escaped."""
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def sent_history(session: Session, turn: Turn) -> list[Turn]:
+    """The earlier turns whose action and observation went into ``turn``'s prompt."""
+    earlier = [t for t in session.turns[: turn.number - 1] if t.shown]
+    return earlier[turn.omitted_turns :]
+
+
+def sent_messages(session: Session, turn: Turn) -> list[Message]:
+    """The messages ``turn`` was sent with, rebuilt from what the session recorded."""
+    messages: list[Message] = [{"role": "system", "content": session.system_prompt}]
+    for t in sent_history(session, turn):
+        messages.append({"role": "user", "content": t.user_message})
+        messages.append({"role": "assistant", "content": t.observation})
+    messages.append({"role": "user", "content": turn.user_message})
+    return messages
+
+
+def benchmark_records(session: Session) -> list[dict[str, Any]]:
+    """One AgentWorldBench sample per turn that has an observation, oldest first."""
+    shown = [t for t in session.turns if t.shown]
+    records: list[dict[str, Any]] = []
+    for position, turn in enumerate(shown):
+        start = min(turn.omitted_turns, position)
+        trajectory = shown[start:]
+        records.append(
+            {
+                "task": session.domain.name,
+                "id": f"{session.id}-b{session.branch_id}-t{turn.number}",
+                "prompt": [t.user_message for t in trajectory],
+                "response": [t.observation for t in trajectory],
+                "current_prompt": turn.user_message,
+                "system_str": session.system_prompt,
+                "turn_idx": position - start + 1,
+                "total_turns": len(trajectory),
+            }
+        )
+    return records
+
+
+def agentworldbench_jsonl(sessions: Iterable[Session]) -> str:
+    lines = [dump_json(record) for session in sessions for record in benchmark_records(session)]
+    return "".join(line + "\n" for line in lines)
+
+
+def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = True) -> dict[str, Any]:
+    """The shown branch of each session as plain data, for scripts."""
+    out: list[dict[str, Any]] = []
+    for session in sessions:
+        turns = []
+        for turn in session.turns:
+            data = turn.to_dict()
+            if not reasoning:
+                data.pop("reasoning")
+                for attempt in data["attempts"]:
+                    attempt.pop("reasoning", None)
+            turns.append(data)
+        out.append(
+            {
+                "id": session.id,
+                "domain": session.domain.name,
+                "scenario": session.scenario.to_dict(),
+                "system_prompt": session.system_prompt,
+                "branch": session.branch_id,
+                "branches": len(session.branches),
+                "turns": turns,
+            }
+        )
+    return {
+        "format": TRANSCRIPT_FORMAT,
+        "version": 1,
+        "exported": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "sessions": out,
+    }
+
+
+def json_transcript(sessions: Iterable[Session], *, reasoning: bool = True) -> str:
+    return dump_json(transcript_dict(sessions, reasoning=reasoning), indent=2) + "\n"
+
+
+def markdown_transcript(
+    sessions: Iterable[Session], *, reasoning: bool = False, title: str = ""
+) -> str:
+    """A readable transcript: each turn's action as sent, then the observation as shown."""
+    parts: list[str] = [f"# {title or 'AgentWorld session'}"]
+    for session in sessions:
+        parts.append(_session_markdown(session, reasoning))
+    return "\n\n".join(parts) + "\n"
+
+
+def _session_markdown(session: Session, reasoning: bool) -> str:
+    scenario = session.scenario
+    lines = [f"## {session.domain.title}: {_one_line(scenario.title or scenario.name)}"]
+    if scenario.description.strip():
+        lines.append(sanitize(scenario.description.strip()))
+    if len(session.branches) > 1:
+        lines.append(f"*Showing {session.branch.label} of {len(session.branches)} branches.*")
+    lines.append(_details("System prompt", _fence(session.system_prompt, "markdown")))
+    if not session.turns:
+        lines.append("*No turns yet.*")
+    for turn in session.turns:
+        label = turn.action.label or f"turn {turn.number}"
+        lines.append(f"### Turn {turn.number}: {_one_line(label)}")
+        lines.append("**Sent to the model:**\n\n" + _fence(turn.user_message, "markdown"))
+        if reasoning and turn.reasoning.strip():
+            lines.append(_details("Reasoning", _fence(turn.reasoning.strip())))
+        if turn.observation:
+            lines.append("**Observation:**\n\n" + _fence(turn.observation))
+        if turn.status != "complete" or turn.note:
+            why = f": {turn.note}" if turn.note else ""
+            lines.append(f"*{turn.status.replace('_', ' ')}{_one_line(why)}*")
+        if turn.attempts:
+            lines.append(f"*{len(turn.attempts)} earlier answer(s) to this action kept.*")
+    return "\n\n".join(lines)
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced block whose fence is longer than any run of backticks inside ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{sanitize(text).rstrip(chr(10))}\n{fence}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(sanitize(text).split())
