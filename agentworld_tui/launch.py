@@ -108,7 +108,9 @@ def make_engine(settings: Settings) -> Engine:
         from agentworld_tui.engines.remote import RemoteEngine
 
         s = settings.server
-        return RemoteEngine(s.url, model=s.model, api_key_env=s.api_key_env)
+        return RemoteEngine(
+            s.url, model=s.model, api_key_env=s.api_key_env, n_ctx=settings.model.n_ctx
+        )
     from agentworld_tui.engines.llama import LlamaEngine
 
     m = settings.model

@@ -1,0 +1,653 @@
+"""The world model on a server that speaks the OpenAI chat-completions API.
+
+vLLM and SGLang serve the full model across GPUs; llama.cpp's servers serve GGUF files.
+They differ in what they report, so this engine takes what each gives and falls back
+where it is silent:
+
+- thinking arrives in a separate ``reasoning_content`` (or ``reasoning``) field when the
+  server runs a reasoning parser, otherwise inline, closed by ``</think>``;
+- the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
+  llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
+- token counts come from the usage chunk when the server sends one, else from counting
+  the streamed chunks (about one token each);
+- ``count_tokens`` is an estimate (characters per token, recalibrated from the prompt
+  sizes the server reports), because asking the server for every message of the history
+  would cost a round trip each.
+
+A remote server cannot be made to stop reasoning and answer mid-stream (that needs
+tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
+requests and reasoning budgets are ignored.
+
+The API key is read from the environment variable named by ``api_key_env`` each time a
+request is made and handed to a client that lives only for that request: it is never
+kept on the engine, so it cannot reach settings, sessions, exports or logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agentworld_tui.engines.base import (
+    AnswerDelta,
+    EngineError,
+    EngineEvent,
+    EngineInfo,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+    GenerationStats,
+    Message,
+    ProgressCallback,
+    ReasoningDelta,
+    StopReason,
+)
+from agentworld_tui.world.splitter import ObservationSplitter
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionChunk
+
+log = logging.getLogger("agentworld.remote")
+
+DEFAULT_N_CTX = 32768
+CHARS_PER_TOKEN = 3.0
+"""Starting estimate; conservative for code, screens and JSON with Qwen's tokenizer."""
+PROMPT_MARGIN = 1.15
+"""Head-room on an estimated prompt size when capping max_tokens to the context."""
+CONNECT_TIMEOUT_S = 10.0
+POLL_S = 0.05
+"""How often a waiting stream looks at the cancel request."""
+STREAMING = "streaming the answer"
+
+
+def base_url(url: str) -> str:
+    """The client's base URL: a bare ``host:port`` or a URL without a path gets ``/v1``."""
+    text = url.strip()
+    if text and "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    path = parts.path.rstrip("/")
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def display_url(url: str) -> str:
+    """The address to show and log: no user name, password or query."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _server_message(exc: openai.APIError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, str) and value:
+                return _one_line(value)
+            if isinstance(value, dict) and isinstance(value.get("message"), str):
+                return _one_line(value["message"])
+    if isinstance(body, str) and body:
+        return _one_line(body)
+    return _one_line(exc.message)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+_STOP_REASONS: dict[str, StopReason] = {"stop": "eos", "length": "max_tokens"}
+
+
+@dataclass
+class _Counts:
+    """What the stream has produced so far (chunks stand in for tokens)."""
+
+    generated: int = 0
+    reasoning: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+
+    def tick(self, *, reasoning: bool) -> None:
+        now = time.perf_counter()
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+        self.generated += 1
+        if reasoning:
+            self.reasoning += 1
+
+
+class _End:
+    """The server ended the stream."""
+
+
+class _ChunkReader:
+    """Reads the stream on its own thread, so a waiting stream can be cancelled at once.
+
+    The consumer polls ``get``; ``close`` stops reading and closes the response, and a
+    reader blocked on the network finishes on its own at the next byte or timeout.
+    """
+
+    def __init__(self, open_stream: Callable[[], Any]) -> None:
+        self._open_stream = open_stream
+        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue()
+        self._closed = threading.Event()
+        self._stream: Any = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="remote-stream", daemon=True)
+        self._thread.start()
+
+    def get(self, timeout: float) -> ChatCompletionChunk | BaseException | _End | None:
+        try:
+            return self._items.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # closing a response another thread reads may fail; fine
+                log.debug("closing the stream failed", exc_info=True)
+
+    def _run(self) -> None:
+        try:
+            stream = self._open_stream()
+            with self._lock:
+                self._stream = stream
+            if self._closed.is_set():
+                stream.close()
+                return
+            for chunk in stream:
+                if self._closed.is_set():
+                    break
+                self._items.put(chunk)
+            self._items.put(_End())
+        except Exception as exc:
+            if not self._closed.is_set():
+                self._items.put(exc)
+        finally:
+            with self._lock:
+                stream, self._stream = self._stream, None
+            if stream is not None:
+                try:
+                    stream.close()
+                except Exception:
+                    log.debug("closing the stream failed", exc_info=True)
+
+
+class RemoteEngine:
+    """The Engine protocol over an OpenAI-compatible ``/v1/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str = "",
+        api_key_env: str = "",
+        n_ctx: int = 0,
+        timeout: float = 300.0,
+    ) -> None:
+        self.url = url
+        self.base_url = base_url(url)
+        self.where = display_url(self.base_url)
+        self.requested_model = model
+        self.api_key_env = api_key_env
+        """The name of the variable holding the key; the key itself is never stored."""
+        self.requested_ctx = n_ctx
+        self.timeout = timeout
+        """Seconds to wait for the server's next bytes (a long prompt delays the first)."""
+        self._model = model
+        self._n_ctx = 0
+        self._ctx_from_server = False
+        self._loaded = False
+        self._chars_per_token = CHARS_PER_TOKEN
+        self._server_tokenizes = True
+
+    # -- the protocol ------------------------------------------------------------------
+    @property
+    def info(self) -> EngineInfo:
+        return EngineInfo(self._model or "(server model)", self.where, self._context_size())
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def supports_answer_now(self) -> bool:
+        """A server cannot be told to close its reasoning mid-stream."""
+        return False
+
+    @property
+    def context_reported(self) -> bool:
+        """Whether the context size came from the server rather than a setting or default."""
+        return self._ctx_from_server
+
+    def load(self, progress: ProgressCallback | None = None) -> None:
+        """Check that the server answers and serves the model; learn its context size."""
+        say = progress or (lambda _msg: None)
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EngineError(f"invalid server URL {self.url!r}: give one like http://host:8000/v1")
+        self._check_key()
+        say(f"connecting to {self.where}")
+        with self._client(self.timeout) as client:
+            try:
+                page = client.models.list(extra_headers=self._auth_headers())
+                served = list(page.data)
+            except Exception as exc:
+                import openai
+
+                if isinstance(exc, openai.NotFoundError) and self.requested_model:
+                    log.warning("%s does not list its models; using %s", self.where, self._model)
+                    served = []
+                else:
+                    raise EngineError(self._describe(exc, "listing the models")) from None
+            names = [str(m.id) for m in served]
+            self._model = self._choose_model(names)
+            chosen = next((m for m in served if str(m.id) == self._model), None)
+            reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
+            if not reported:
+                reported = self._llama_server_ctx(client)
+        self._ctx_from_server = bool(reported)
+        self._n_ctx = reported
+        self._loaded = True
+        log.info(
+            "connected to %s: model=%s n_ctx=%d (%s)",
+            self.where,
+            self._model,
+            self._context_size(),
+            "reported by the server" if reported else "from the setting or default",
+        )
+        say("ready")
+
+    def unload(self) -> None:
+        self._loaded = False
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate: characters over a ratio recalibrated from the server's counts."""
+        return max(1, math.ceil(len(text) / self._chars_per_token))
+
+    def stream(
+        self, messages: list[Message], params: GenerationParams, control: GenerationControl
+    ) -> Iterator[EngineEvent]:
+        started = time.perf_counter()
+        splitter = ObservationSplitter(starts_in_reasoning=params.enable_thinking)
+        counts = _Counts()
+        prompt_chars = sum(len(m.get("content", "")) for m in messages)
+        estimate = self._estimate(messages)
+        if not self._loaded:
+            message = f"not connected to {self.where}: the engine was not loaded"
+            yield self._finish(splitter, counts, started, estimate, None, "error", message)
+            return
+        try:
+            self._check_key()
+        except EngineError as exc:
+            yield self._finish(splitter, counts, started, estimate, None, "error", str(exc))
+            return
+        max_tokens = params.max_tokens
+        if self._ctx_from_server:
+            estimate = self._server_prompt_tokens(messages) or estimate
+            room = self._n_ctx - math.ceil(estimate * PROMPT_MARGIN)
+            if room < 1:
+                message = (
+                    f"the prompt is about {estimate} tokens and {self.where} holds "
+                    f"{self._n_ctx}: start a new session or shorten the state"
+                )
+                yield self._finish(splitter, counts, started, estimate, None, "error", message)
+                return
+            max_tokens = min(max_tokens, room)
+        request = self._request(messages, params, max_tokens)
+        reader = _ChunkReader(lambda: self._open_stream(request))
+        finish: str | None = None
+        usage: Any = None
+        error = ""
+        stop: StopReason | None = None
+        try:
+            while True:
+                if control.cancelled:
+                    stop = "cancelled"
+                    break
+                if control.take_answer_request():
+                    log.info("answer-now is not available on a remote server; ignored")
+                item = reader.get(POLL_S)
+                if item is None:
+                    continue
+                if isinstance(item, _End):
+                    break
+                if isinstance(item, BaseException):
+                    doing = STREAMING if counts.generated else "starting the answer"
+                    error = self._describe(item, doing)
+                    break
+                if item.usage is not None:
+                    usage = item.usage
+                for choice in item.choices[:1]:
+                    yield from self._deltas(splitter, counts, choice.delta)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        finally:
+            reader.close()
+        if stop is None:
+            if error:
+                stop = "error"
+            elif finish is None:
+                stop = "error"
+                error = (
+                    f"the stream from {self.where} ended before the answer was finished "
+                    "(the connection was cut); the partial output is kept, try again"
+                )
+            elif finish == "abort":
+                stop = "error"
+                error = f"{self.where} aborted the request; try again"
+            else:
+                stop = _STOP_REASONS.get(finish, "eos")
+        if error:
+            log.warning("remote turn failed: %s", error)
+        if usage is not None and _int(usage.prompt_tokens):
+            self._calibrate(prompt_chars, int(usage.prompt_tokens))
+        yield from self._flush(splitter, counts)
+        yield self._finish(splitter, counts, started, estimate, usage, stop, error)
+
+    # -- the request -------------------------------------------------------------------
+    def _request(
+        self, messages: list[Message], params: GenerationParams, max_tokens: int
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": max_tokens,
+            "extra_body": {
+                "top_k": params.top_k if params.top_k > 0 else -1,
+                "chat_template_kwargs": {"enable_thinking": params.enable_thinking},
+            },
+            "extra_headers": self._auth_headers(),
+        }
+        if params.seed >= 0:
+            request["seed"] = params.seed
+        return request
+
+    def _open_stream(self, request: dict[str, Any]) -> Any:
+        client = self._client(self.timeout)
+        try:
+            stream = client.chat.completions.create(**request)
+        except BaseException:
+            client.close()
+            raise
+        return _ClosingStream(stream, client)
+
+    def _deltas(
+        self, splitter: ObservationSplitter, counts: _Counts, delta: Any
+    ) -> Iterator[EngineEvent]:
+        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        content = delta.content
+        if isinstance(reasoning, str) and reasoning:
+            counts.tick(reasoning=True)
+            text = splitter.feed_reasoning(reasoning)
+            yield ReasoningDelta(text, counts.generated, counts.reasoning)
+        if isinstance(content, str) and content:
+            if not reasoning:
+                counts.tick(reasoning=splitter.in_reasoning)
+            yield from self._events(splitter, splitter.feed(content), counts)
+
+    @staticmethod
+    def _events(
+        splitter: ObservationSplitter, fed: tuple[str, str, bool], counts: _Counts
+    ) -> Iterator[EngineEvent]:
+        reasoning, answer, reset = fed
+        if reasoning:
+            yield ReasoningDelta(reasoning, counts.generated, counts.reasoning)
+        if answer or reset:
+            yield AnswerDelta(answer, counts.generated, reset)
+
+    def _flush(self, splitter: ObservationSplitter, counts: _Counts) -> Iterator[EngineEvent]:
+        _split, reasoning, answer, reset = splitter.finish()
+        yield from self._events(splitter, (reasoning, answer, reset), counts)
+
+    def _finish(
+        self,
+        splitter: ObservationSplitter,
+        counts: _Counts,
+        started: float,
+        estimate: int,
+        usage: Any,
+        stop: StopReason,
+        error: str,
+    ) -> Finished:
+        split = splitter.finish()[0]
+        prompt = _int(getattr(usage, "prompt_tokens", 0)) or estimate
+        evaluated = prompt
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None)
+        if isinstance(cached, int) and 0 <= cached <= prompt:
+            evaluated = prompt - cached
+        generated = _int(getattr(usage, "completion_tokens", 0)) or counts.generated
+        completion_details = getattr(usage, "completion_tokens_details", None)
+        reasoning = _int(getattr(completion_details, "reasoning_tokens", 0)) or counts.reasoning
+        rate = 0.0
+        if counts.first_at is not None and counts.last_at is not None and generated > 1:
+            span = counts.last_at - counts.first_at
+            rate = (generated - 1) / span if span > 0 else 0.0
+        stats = GenerationStats(
+            prompt_tokens=prompt,
+            evaluated_prompt_tokens=evaluated,
+            generated_tokens=generated,
+            reasoning_tokens=min(reasoning, generated),
+            time_to_first_token=(counts.first_at or time.perf_counter()) - started,
+            tokens_per_second=rate,
+            elapsed=time.perf_counter() - started,
+            stop_reason=stop,
+            n_ctx=self._context_size(),
+        )
+        return Finished(split.reasoning, split.observation, split.closed_reasoning, stats, error)
+
+    # -- context and tokens ------------------------------------------------------------
+    def _context_size(self) -> int:
+        return self._n_ctx or self.requested_ctx or DEFAULT_N_CTX
+
+    def _estimate(self, messages: list[Message]) -> int:
+        per_message = 4  # role markers the chat template adds
+        return sum(self.count_tokens(m.get("content", "")) + per_message for m in messages)
+
+    def _calibrate(self, chars: int, tokens: int) -> None:
+        if chars > 0 and tokens > 0:
+            self._chars_per_token = min(8.0, max(1.0, chars / tokens))
+
+    def _server_prompt_tokens(self, messages: list[Message]) -> int:
+        """The exact prompt size from vLLM's ``/tokenize``; 0 where it is not served."""
+        if not self._server_tokenizes:
+            return 0
+        root = self.base_url.removesuffix("/v1")
+        body = {"model": self._model, "messages": messages, "add_generation_prompt": True}
+        try:
+            with self._client(CONNECT_TIMEOUT_S) as client:
+                reply = client.post(
+                    root + "/tokenize",
+                    cast_to=object,
+                    body=body,
+                    options={"headers": self._auth_headers()},
+                )
+        except Exception as exc:
+            log.info("%s has no usable /tokenize (%s); estimating prompt sizes", self.where, exc)
+            self._server_tokenizes = False
+            return 0
+        count = _int(reply.get("count")) if isinstance(reply, dict) else 0
+        if count:
+            self._calibrate(sum(len(m.get("content", "")) for m in messages), count)
+        else:
+            self._server_tokenizes = False
+        return count
+
+    def _llama_server_ctx(self, client: openai.OpenAI) -> int:
+        """llama.cpp's ``llama-server`` reports its context in ``/props``."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            props = client.get(
+                root + "/props", cast_to=object, options={"headers": self._auth_headers()}
+            )
+        except Exception:
+            return 0
+        if not isinstance(props, dict):
+            return 0
+        settings = props.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return _int(n_ctx) or _int(props.get("n_ctx"))
+
+    def _choose_model(self, names: list[str]) -> str:
+        wanted = self.requested_model
+        if wanted:
+            if names and wanted not in names:
+                raise EngineError(
+                    f"{self.where} does not serve {wanted!r}; it serves: {', '.join(names)}"
+                )
+            return wanted
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise EngineError(f"{self.where} lists no models; name one with --server-model NAME")
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        raise EngineError(
+            f"{self.where} serves {len(names)} models ({shown}); choose one with --server-model NAME"
+        )
+
+    # -- the key and the client ----------------------------------------------------------
+    def _check_key(self) -> None:
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise EngineError(
+                f"the environment variable {self.api_key_env} (named by --api-key-env) is "
+                "not set or empty: export it with the server's API key"
+            )
+
+    def _auth_headers(self) -> dict[str, Any]:
+        """With no key, the Authorization header is left out entirely."""
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            return {}
+        import openai
+
+        return {"Authorization": openai.Omit()}
+
+    def _client(self, read_timeout: float) -> openai.OpenAI:
+        """A client for one request: the key lives in it, and it is closed after use."""
+        import httpx2
+        import openai
+
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key=key or "no-key",  # never sent: _auth_headers leaves the header out
+            timeout=httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S),
+            max_retries=0,
+        )
+
+    # -- errors ----------------------------------------------------------------------------
+    def _describe(self, exc: BaseException, doing: str) -> str:
+        """One line that says what went wrong talking to the server and what to try."""
+        import openai
+
+        where = self.where
+        kept = "; the partial output is kept" if doing == STREAMING else ""
+        if isinstance(exc, openai.APITimeoutError):
+            return (
+                f"{where} sent nothing for {self.timeout:g} s while {doing} (timeout){kept}; "
+                "the server may be busy or stuck, try again"
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            for cause in _causes(exc):
+                if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+                    return (
+                        f"cannot connect to {where}: connection refused (is the server "
+                        "running, and are the host and port right?)"
+                    )
+                if "name or service not known" in str(cause).lower() or "nodename" in str(cause):
+                    return f"cannot connect to {where}: unknown host"
+            cause_text = next(
+                (str(c) for c in list(_causes(exc))[1:] if str(c)), type(exc).__name__
+            )
+            if doing == STREAMING:
+                return (
+                    f"the connection to {where} broke during the answer "
+                    f"({_one_line(cause_text, 120)}){kept}; try again"
+                )
+            return f"cannot reach {where} while {doing}: {_one_line(cause_text, 160)}"
+        if isinstance(exc, openai.AuthenticationError):
+            if self.api_key_env:
+                return (
+                    f"{where} rejected the API key in ${self.api_key_env} (401 unauthorized): "
+                    f"{_server_message(exc)}"
+                )
+            return (
+                f"{where} needs an API key (401 unauthorized): put it in an environment "
+                "variable and pass --api-key-env VAR"
+            )
+        if isinstance(exc, openai.PermissionDeniedError):
+            return f"{where} refused access (403 forbidden): {_server_message(exc)}"
+        if isinstance(exc, openai.NotFoundError):
+            if doing == "listing the models":
+                return (
+                    f"no OpenAI-compatible API at {where} (404 on /models); the URL "
+                    "usually ends in /v1"
+                )
+            return f"{where} answered 404 (model {self._model!r}?): {_server_message(exc)}"
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            text = f"{where} answered HTTP {status} while {doing}: {_server_message(exc)}"
+            if status >= 500 or status == 429:
+                text += "; try again"
+            return text
+        if isinstance(exc, openai.APIError):
+            return f"{where} reported an error while {doing}: {_server_message(exc)}{kept}"
+        return f"unexpected reply from {where} while {doing}: {type(exc).__name__}: {_one_line(str(exc), 160)}"
+
+
+class _ClosingStream:
+    """A stream that closes its one-request client when it is closed or exhausted."""
+
+    def __init__(self, stream: Any, client: openai.OpenAI) -> None:
+        self._stream = stream
+        self._client = client
+
+    def __iter__(self) -> Iterator[ChatCompletionChunk]:
+        try:
+            yield from self._stream
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            self._client.close()

@@ -1,0 +1,275 @@
+"""A small OpenAI-compatible server on 127.0.0.1 that misbehaves on request.
+
+The remote engine must survive what real servers and networks do: refuse, hang, answer
+401 or 500, separate the reasoning into its own field, cut the stream mid-answer, or
+report usage. Each chat request takes the next queued ``Reply`` (or the default one) and
+every request is recorded, headers included, so tests can see what the engine sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HANG_LIMIT_S = 30.0
+"""A hanging reply gives up after this long even if nobody stops the server."""
+
+
+@dataclass
+class Reply:
+    """How the server answers one chat request."""
+
+    content: Sequence[str] = ()
+    reasoning: Sequence[str] = ()
+    """Sent before the content, in the delta field named by ``reasoning_field``."""
+    reasoning_field: str = "reasoning_content"
+    finish_reason: str | None = "stop"
+    usage: dict[str, Any] | None = None
+    status: int = 200
+    error_message: str = "something went wrong"
+    hang: bool = False
+    """Accept the request and never answer."""
+    hang_after: int = -1
+    """Send this many delta chunks, then go silent."""
+    cut_after: int = -1
+    """Send this many delta chunks, then drop the connection in the middle of the body."""
+    chunked: bool = True
+    """Chunked transfer encoding; without it a cut looks like a clean end of the body."""
+    error_event_after: int = -1
+    """Send this many delta chunks, then an in-stream error event."""
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class FaultServer:
+    """Start with ``start()`` (or as a context manager); ``url`` ends in ``/v1``."""
+
+    models: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"id": "world-model", "object": "model", "max_model_len": 8192}]
+    )
+    api_key: str | None = None
+    """When set, every request must carry ``Authorization: Bearer <api_key>``."""
+    tokenize: bool = False
+    """Serve vLLM's ``POST /tokenize`` (a count of four characters per token)."""
+    default: Reply = field(default_factory=lambda: Reply(content=["hello"]))
+    replies: deque[Reply] = field(default_factory=deque)
+    requests: list[Recorded] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> FaultServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def chat_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def next_reply(self) -> Reply:
+        return self.replies.popleft() if self.replies else self.default
+
+    def wait(self, seconds: float) -> None:
+        """Sleep until the server stops, at most ``seconds``."""
+        self._stop.wait(min(seconds, HANG_LIMIT_S))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FaultServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    # -- routing --------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        self._record({})
+        if not self._authorised():
+            return
+        if self.path.rstrip("/").endswith("/v1/models"):
+            self._json(200, {"object": "list", "data": self.owner.models})
+        else:
+            self._error(404, f"no route for GET {self.path}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._record({})
+            self._error(400, "the body is not JSON")
+            return
+        self._record(body)
+        if not self._authorised():
+            return
+        path = self.path.rstrip("/")
+        if path.endswith("/v1/chat/completions"):
+            self._chat(body)
+        elif path == "/tokenize" and self.owner.tokenize:
+            chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+            self._json(200, {"count": chars // 4 + 8, "max_model_len": 8192, "tokens": []})
+        else:
+            self._error(404, f"no route for POST {self.path}")
+
+    # -- chat -----------------------------------------------------------------------------
+    def _chat(self, body: dict[str, Any]) -> None:
+        reply = self.owner.next_reply()
+        if reply.hang:
+            self.owner.wait(HANG_LIMIT_S)
+            self.close_connection = True
+            return
+        if reply.status != 200:
+            self._error(reply.status, reply.error_message)
+            return
+        model = str(body.get("model", ""))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        if reply.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        deltas = [{reply.reasoning_field: text} for text in reply.reasoning]
+        deltas += [{"content": text} for text in reply.content]
+        try:
+            self._event(reply, _chunk(model, {"role": "assistant", "content": ""}, None))
+            for sent, delta in enumerate(deltas):
+                if sent == reply.cut_after:
+                    self._cut()
+                    return
+                if sent == reply.hang_after:
+                    self.owner.wait(HANG_LIMIT_S)
+                    return
+                if sent == reply.error_event_after:
+                    error = {"message": reply.error_message, "type": "server_error", "code": 500}
+                    self._event(reply, {"error": error})
+                    self._end(reply)
+                    return
+                self._event(reply, _chunk(model, delta, None))
+            self._event(reply, _chunk(model, {}, reply.finish_reason))
+            if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
+                usage_chunk = _chunk(model, {}, None)
+                usage_chunk["choices"] = []
+                usage_chunk["usage"] = reply.usage
+                self._event(reply, usage_chunk)
+            self._write(reply, b"data: [DONE]\n\n")
+            self._end(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a cancelled stream)
+
+    def _event(self, reply: Reply, data: dict[str, Any]) -> None:
+        self._write(reply, f"data: {json.dumps(data)}\n\n".encode())
+
+    def _write(self, reply: Reply, data: bytes) -> None:
+        if reply.chunked:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        else:
+            self.wfile.write(data)
+        self.wfile.flush()
+
+    def _end(self, reply: Reply) -> None:
+        if reply.chunked:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    def _cut(self) -> None:
+        """Drop the connection without finishing the body."""
+        self.wfile.flush()
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _record(self, body: dict[str, Any]) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.owner.requests.append(Recorded(self.command, self.path, headers, body))
+
+    def _authorised(self) -> bool:
+        key = self.owner.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._error(401, "Incorrect API key provided")
+        return False
+
+    def _json(self, status: int, data: dict[str, Any]) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(payload)
+        self.close_connection = True
+
+    def _error(self, status: int, message: str) -> None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        self._json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+
+def _chunk(model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def free_port() -> int:
+    """A port nobody listens on (for the connection-refused case)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
