@@ -200,6 +200,11 @@ class LlamaEngine:
         """Whether the model keeps a state that cannot be cut back (recurrent or hybrid)."""
         return self._hybrid
 
+    @property
+    def supports_answer_now(self) -> bool:
+        """In-process, the engine can close the reasoning itself and make the model answer."""
+        return True
+
     def load(self, progress: ProgressCallback | None = None) -> None:
         say = progress or (lambda _msg: None)
         check_gguf(self.model_path)
