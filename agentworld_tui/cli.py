@@ -22,7 +22,7 @@ from agentworld_tui.launch import (
 
 # Modules that add sub-commands: each has register(sub, engine_flags) and imports
 # nothing heavy at module level.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("agentworld_tui.commands.export",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--reasoning", action="store_true", help="also stream the reasoning to stderr"
     )
     predict.add_argument("--json", action="store_true", help="print one JSON object")
+    predict.add_argument(
+        "--session",
+        metavar="FILE",
+        help="append the turn to this session file (created if missing); its earlier turns "
+        "for the domain are the history",
+    )
     predict.add_argument("action", help="the action as the domain writes it, e.g. 'ls -la'")
     predict.set_defaults(handler=cmd_predict)
     import importlib
@@ -75,12 +81,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"cannot read --state {args.state}: {exc}") from None
     scenario = Scenario("cli", "Command line", state=state)
+    workspace = None
+    if args.session:
+        from agentworld_tui.commands.session_file import open_session_tab, save_turn
+
+        workspace, session, problems = open_session_tab(
+            Path(args.session), domain, scenario, state_given=bool(args.state)
+        )
+        scenario = session.scenario
+    else:
+        session, problems = new_session(domain, scenario)
     try:
         action = domain.parse_action(args.action, scenario)
     except ActionError as exc:
         raise UserError(f"invalid action: {exc}") from None
     engine = make_engine(settings)
-    session, problems = new_session(domain, scenario)
     for problem in problems:
         print(f"agentworld: {problem}", file=sys.stderr)
     try:
@@ -90,12 +105,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
     turn = session.begin_turn(action)
     live = StreamSanitizer()
     finished: Finished | None = None
-    for event in run_turn(engine, session, turn, generation_params(settings), GenerationControl()):
-        if isinstance(event, ReasoningDelta) and args.reasoning and not args.json:
-            sys.stderr.write(live.feed(event.text))
-            sys.stderr.flush()
-        elif isinstance(event, Finished):
-            finished = event
+    try:
+        for event in run_turn(
+            engine, session, turn, generation_params(settings), GenerationControl()
+        ):
+            if isinstance(event, ReasoningDelta) and args.reasoning and not args.json:
+                sys.stderr.write(live.feed(event.text))
+                sys.stderr.flush()
+            elif isinstance(event, Finished):
+                finished = event
+    finally:
+        if workspace is not None:
+            save_turn(workspace, session, turn)
     if args.reasoning and not args.json:
         sys.stderr.write(live.finish() + "\n")
     assert finished is not None
@@ -104,6 +125,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "domain": domain.name,
+                    "turn": turn.number,
                     "action": action.payload,
                     "observation": turn.observation,
                     "reasoning": turn.reasoning,

@@ -1,0 +1,51 @@
+"""``agentworld predict --session FILE``: one turn appended to a session file.
+
+A script drives a multi-turn simulation by calling ``predict`` once per action with the same
+file: the file's earlier turns for that domain are the history, and the new turn is saved
+as soon as it ends (finished, failed or interrupted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from agentworld_tui.launch import UserError
+from agentworld_tui.world.domain import Domain, Scenario
+from agentworld_tui.world.session import Session, Turn, new_session
+from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
+
+
+def open_session_tab(
+    path: Path, domain: Domain, scenario: Scenario, *, state_given: bool
+) -> tuple[Workspace, Session, list[str]]:
+    """The file's tab for ``domain`` (added when there is none) and prompt problems."""
+    try:
+        workspace = open_or_new(path)
+    except WorkspaceError as exc:
+        raise UserError(str(exc)) from None
+    session = workspace.tab_for(domain.name)
+    if session is None:
+        session, problems = new_session(domain, scenario)
+        workspace.tabs.append(session)
+        return workspace, session, problems
+    if state_given:
+        if session.turns:
+            raise UserError(
+                f"{path} already has {domain.name} turns; --state only sets the starting "
+                "state of a new session"
+            )
+        session.scenario = dataclasses.replace(session.scenario, state=scenario.state)
+    return workspace, session, []
+
+
+def save_turn(workspace: Workspace, session: Session, turn: Turn) -> None:
+    """Save the file with ``turn``; a turn cut short before it ended is saved as interrupted."""
+    if turn.status == "pending":
+        session.finish_turn(
+            turn, observation="", reasoning="", status="interrupted", note="stopped by you"
+        )
+    try:
+        workspace.save()
+    except WorkspaceError as exc:
+        raise UserError(str(exc)) from None
