@@ -9,6 +9,7 @@ its script and then ``<|im_end|>``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,9 +51,11 @@ def byte_symbols() -> tuple[str, ...]:
     return tuple(chr(table[b]) for b in range(256))
 
 
-def to_symbols(text: str) -> str:
+def to_symbols(text: str | bytes) -> str:
+    """The vocabulary string of a piece; a ``bytes`` piece may hold part of a character."""
     table = byte_symbols()
-    return "".join(table[b] for b in text.encode("utf-8"))
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
+    return "".join(table[b] for b in data)
 
 
 def split_script(script: str, min_len: int = 3) -> list[str]:
@@ -84,9 +87,58 @@ def split_script(script: str, min_len: int = 3) -> list[str]:
     return pieces
 
 
+Piece = str | bytes
+
+
+@dataclass(frozen=True)
+class ScriptTable:
+    """Vocabulary, one-hot embeddings and next-token output matrix of a scripted model."""
+
+    vocab: list[str]
+    n_embd: int
+    embd: np.ndarray
+    out: np.ndarray
+
+
+def script_table(
+    script: str | Sequence[Piece], *, logit_gap: float = 10.0, multiple: int = 64
+) -> ScriptTable:
+    """The next-token table that makes a model write ``script`` then ``<|im_end|>``.
+
+    ``script`` may be given as ready pieces (all distinct, each a vocabulary entry); a
+    ``bytes`` piece is taken byte for byte, so a piece may end in the middle of a
+    multi-byte character.
+    """
+    pieces: list[Piece] = split_script(script) if isinstance(script, str) else list(script)
+    symbols = list(byte_symbols())
+    piece_tokens = [to_symbols(p) for p in pieces]
+    vocab = symbols + piece_tokens + list(SPECIAL_TOKENS)
+    if len(set(vocab)) != len(vocab):
+        raise ValueError("script pieces must be distinct and not single bytes")
+    n_vocab = len(vocab)
+    n_embd = -(-n_vocab // multiple) * multiple
+    first_piece = len(symbols)
+    im_end = vocab.index("<|im_end|>")
+
+    embd = np.zeros((n_vocab, n_embd), dtype=np.float32)
+    embd[np.arange(n_vocab), np.arange(n_vocab)] = 1.0
+    out = np.zeros((n_vocab, n_embd), dtype=np.float32)
+    scale = logit_gap / np.sqrt(n_embd)  # rms-norm scales a one-hot vector by sqrt(n_embd)
+    successors = {symbols.index(byte_symbols()[ord("\n")]): first_piece}
+    for k in range(len(pieces)):
+        successors[first_piece + k] = first_piece + k + 1 if k + 1 < len(pieces) else im_end
+    for token, nxt in successors.items():
+        out[nxt, token] = scale
+    # Every other token leads to <|im_end|> too, so stray prompts end at once.
+    for i in range(n_vocab):
+        if i not in successors:
+            out[im_end, i] = scale
+    return ScriptTable(vocab, n_embd, embd, out)
+
+
 def write_scripted_model(
     path: Path,
-    script: str | Sequence[str],
+    script: str | Sequence[Piece],
     *,
     arch: str = "qwen2",
     chat_template: str = CHATML_THINK_TEMPLATE,
@@ -95,38 +147,15 @@ def write_scripted_model(
 ) -> Path:
     """Write a model whose every generation is ``script`` followed by ``<|im_end|>``.
 
-    ``script`` may be given as ready pieces (all distinct, each a vocabulary entry).
+    ``script`` may be given as ready pieces (see ``script_table``).
     """
     import gguf
 
-    pieces = split_script(script) if isinstance(script, str) else list(script)
-    symbols = list(byte_symbols())
-    piece_tokens = [to_symbols(p) for p in pieces]
-    vocab = symbols + piece_tokens + list(SPECIAL_TOKENS)
-    if len(set(vocab)) != len(vocab):
-        raise ValueError("script pieces must be distinct and not single bytes")
-    n_vocab = len(vocab)
-    n_embd = -(-n_vocab // 64) * 64
+    table = script_table(script, logit_gap=logit_gap)
+    n_embd = table.n_embd
     n_head = 4
     n_ff = 64
     head_dim = n_embd // n_head
-    first_piece = len(symbols)
-    im_end = vocab.index("<|im_end|>")
-
-    embd = np.zeros((n_vocab, n_embd), dtype=np.float32)
-    embd[np.arange(n_vocab), np.arange(n_vocab)] = 1.0
-    out = np.zeros((n_vocab, n_embd), dtype=np.float32)
-    scale = logit_gap / np.sqrt(n_embd)  # rms-norm scales a one-hot vector by sqrt(n_embd)
-    successors = {byte_symbols()[ord("\n")]: first_piece}
-    for k in range(len(pieces)):
-        successors[vocab[first_piece + k]] = first_piece + k + 1 if k + 1 < len(pieces) else im_end
-    for token, nxt in successors.items():
-        out[nxt, vocab.index(token)] = scale
-    # Every other token leads to <|im_end|> too, so stray prompts end at once.
-    covered = {vocab.index(t) for t in successors}
-    for i in range(n_vocab):
-        if i not in covered:
-            out[im_end, i] = scale
 
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_name("scripted-test-model")
@@ -140,12 +169,12 @@ def write_scripted_model(
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    _add_tokenizer(writer, vocab, chat_template)
+    _add_tokenizer(writer, table.vocab, chat_template)
 
     zeros = np.zeros
-    writer.add_tensor("token_embd.weight", embd)
+    writer.add_tensor("token_embd.weight", table.embd)
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
-    writer.add_tensor("output.weight", out)
+    writer.add_tensor("output.weight", table.out)
     blk = "blk.0."
     writer.add_tensor(blk + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
     for name in ("attn_q", "attn_k", "attn_v"):
@@ -157,6 +186,76 @@ def write_scripted_model(
     writer.add_tensor(blk + "ffn_gate.weight", zeros((n_ff, n_embd), dtype=np.float32))
     writer.add_tensor(blk + "ffn_up.weight", zeros((n_ff, n_embd), dtype=np.float32))
     writer.add_tensor(blk + "ffn_down.weight", zeros((n_embd, n_ff), dtype=np.float32))
+    _finish(writer)
+    return path
+
+
+def write_recurrent_model(
+    path: Path,
+    script: str | Sequence[Piece],
+    *,
+    chat_template: str = CHATML_THINK_TEMPLATE,
+    n_ctx_train: int = 4096,
+    n_layer: int = 2,
+    d_state: int = 16,
+    d_conv: int = 4,
+    mixing: float = 0.0,
+    seed: int = 0,
+) -> Path:
+    """A scripted model on llama.cpp's ``mamba`` architecture (recurrent state, no KV cache).
+
+    With ``mixing`` 0 the Mamba blocks still run and keep a real recurrent state but add
+    nothing to the residual, so the output is the script. A small ``mixing`` gives the
+    blocks random weights whose output perturbs the logits (the script still wins by the
+    logit gap), so a wrongly restored state shows in the logits.
+    """
+    import gguf
+
+    table = script_table(script)
+    n_embd = table.n_embd
+    d_inner = 2 * n_embd
+    dt_rank = max(1, n_embd // 16)
+    rng = np.random.default_rng(seed)
+
+    def weight(*shape: int, scale: float = 1.0) -> np.ndarray:
+        if mixing == 0.0:
+            return np.zeros(shape, dtype=np.float32)
+        std = scale / np.sqrt(shape[-1])  # unit-variance outputs for unit-variance inputs
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    writer = gguf.GGUFWriter(str(path), "mamba")
+    writer.add_name("scripted-recurrent-test-model")
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(0)
+    writer.add_head_count(0)
+    writer.add_ssm_conv_kernel(d_conv)
+    writer.add_ssm_inner_size(d_inner)
+    writer.add_ssm_state_size(d_state)
+    writer.add_ssm_time_step_rank(dt_rank)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _add_tokenizer(writer, table.vocab, chat_template)
+
+    writer.add_tensor("token_embd.weight", table.embd)
+    writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    writer.add_tensor("output.weight", table.out)
+    # numpy shapes are (out, in): the reverse of llama.cpp's {ne0, ne1}.
+    for i in range(n_layer):
+        blk = f"blk.{i}."
+        writer.add_tensor(blk + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(blk + "ssm_in.weight", weight(2 * d_inner, n_embd))
+        writer.add_tensor(blk + "ssm_conv1d.weight", weight(d_inner, d_conv))
+        writer.add_tensor(blk + "ssm_conv1d.bias", np.zeros(d_inner, dtype=np.float32))
+        writer.add_tensor(blk + "ssm_x.weight", weight(dt_rank + 2 * d_state, d_inner))
+        writer.add_tensor(blk + "ssm_dt.weight", weight(d_inner, dt_rank))
+        writer.add_tensor(blk + "ssm_dt.bias", np.full(d_inner, -2.0, dtype=np.float32))
+        # A = -exp(A_log): negative, so the state decays and stays bounded.
+        a = -np.tile(np.arange(1, d_state + 1, dtype=np.float32), (d_inner, 1))
+        writer.add_tensor(blk + "ssm_a", a)
+        writer.add_tensor(blk + "ssm_d", np.ones(d_inner, dtype=np.float32))
+        writer.add_tensor(blk + "ssm_out.weight", weight(n_embd, d_inner, scale=mixing))
     _finish(writer)
     return path
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 
-# ESC-introduced sequences: CSI, OSC/DCS/SOS/PM/APC strings (terminated by BEL or ST, or
-# unterminated up to the end), and two-byte escapes. The 8-bit C1 forms are handled too.
+# ESC-introduced sequences: CSI, OSC/DCS/SOS/PM/APC strings (terminated by BEL or ST; an
+# unterminated one ends at the line's end), and two-byte escapes. The 8-bit C1 forms are
+# handled too. Every part is bounded so a stream can judge a sequence from a bounded tail.
 _ESCAPES = re.compile(
     r"""
-    (?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?           # CSI ... final byte
+    (?:\x1b\[|\x9b)[0-?]{0,64}[ -/]{0,16}[@-~]?   # CSI ... final byte
   | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])      # OSC, DCS, SOS, PM, APC ...
-      [^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?      # ... up to BEL or ST
-  | \x1b[ -/]*[0-~]?                             # other escapes (ESC c, ESC 7, ESC ( B)
+      [^\x07\x1b\n\x80-\x9f]{0,4000}(?:\x07|\x1b\\|\x9c)?  # ... up to BEL or ST
+  | \x1b[ -/]{0,16}[0-~]?                        # other escapes (ESC c, ESC 7, ESC ( B)
     """,
     re.VERBOSE,
 )
@@ -45,7 +46,7 @@ class StreamSanitizer:
     so every chunking of a stream gives the same output as sanitizing it whole.
     """
 
-    _HOLD_LIMIT = 256
+    _HOLD_LIMIT = 4096  # longer than any sequence _ESCAPES can match
 
     def __init__(self) -> None:
         self._held = ""

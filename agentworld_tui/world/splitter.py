@@ -79,6 +79,7 @@ class ObservationSplitter:
         # and a leading "**Environment Observation:**" marker is dropped.
         self._lead = ""
         self._lead_done = False
+        self._reasoning_apart = False
 
     # -- public -------------------------------------------------------------------------
     @property
@@ -89,7 +90,23 @@ class ObservationSplitter:
     def observation(self) -> str:
         return "".join(self._observation)
 
+    def feed_reasoning(self, text: str) -> str:
+        """Take reasoning that a server sent apart from the answer (its reasoning field).
+
+        Such a server strips the think tags itself, so from the first call on ``feed``
+        reads answer text only; the reasoning counts as closed once answer text arrives.
+        Returns the reasoning delta to show.
+        """
+        if not self._reasoning_apart:
+            self._reasoning_apart = True
+            self.in_reasoning = False
+            self.closed_reasoning = False
+        self._reasoning.append(text)
+        return text
+
     def feed(self, chunk: str) -> tuple[str, str, bool]:
+        if self._reasoning_apart and chunk:
+            self.closed_reasoning = True
         text = self._pending + chunk
         self._pending = ""
         reasoning: list[str] = []
@@ -124,9 +141,11 @@ class ObservationSplitter:
         )
         if not split.closed_reasoning and not split.observation and OBS_OPEN in split.reasoning:
             # The model skipped </think> but wrote its answer tag: the answer starts there.
+            # The view streamed it as reasoning, so it is sent again as a reset answer.
             before, _, after = split.reasoning.rpartition(OBS_OPEN)
             answer = after.split(OBS_CLOSE, 1)[0]
             split = Split(before.strip(), _clean_observation(answer), False)
+            return split, "".join(reasoning), split.observation, True
         return split, "".join(reasoning), "".join(observation), False
 
     # -- internals ----------------------------------------------------------------------
@@ -138,6 +157,7 @@ class ObservationSplitter:
             return False  # a nested <think> inside reasoning is dropped
         if tag == THINK_OPEN:
             self.in_reasoning = True
+            self.closed_reasoning = False
             if self._reasoning:
                 self._emit("\n\n", reasoning, observation)
             return False

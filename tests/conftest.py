@@ -1,0 +1,49 @@
+"""Shared fixtures: every test runs with its own config and data dirs, offline.
+
+Add fixtures here only when several test files need them; keep each one small.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from ggufgen import Piece, write_scripted_model  # noqa: E402
+
+ScriptedModel = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Point the app's config and data dirs at fresh folders, and keep the hub offline."""
+    config = tmp_path / "config"
+    data = tmp_path / "data"
+    monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", str(config))
+    monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(data))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    return {"config": config, "data": data}
+
+
+@pytest.fixture
+def scripted_model(tmp_path: Path) -> ScriptedModel:
+    """Factory: ``scripted_model(script, **kwargs)`` writes a scripted GGUF into tmp_path.
+
+    Keyword arguments go to ``ggufgen.write_scripted_model`` (arch, chat_template...).
+    """
+    made = 0
+
+    def make(script: str | Sequence[Piece], name: str = "", **kwargs: object) -> Path:
+        nonlocal made
+        made += 1
+        path = tmp_path / (name or f"scripted-{made}.gguf")
+        return write_scripted_model(path, script, **kwargs)  # type: ignore[arg-type]
+
+    return make
