@@ -39,8 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     predict = sub.add_parser(
         "predict", parents=[engine], help="predict one observation and print it"
     )
-    predict.add_argument("--domain", default="terminal", help="terminal (default)")
-    predict.add_argument("--state", metavar="FILE", help="the starting state (a text file)")
+    predict.add_argument(
+        "--domain",
+        default="terminal",
+        help="terminal (default), mcp, web, android, search, swe or os",
+    )
+    predict.add_argument(
+        "--state",
+        metavar="FILE",
+        help="the starting state: a text file, a scenario (.toml), or a tool list (.json)",
+    )
     predict.add_argument(
         "--reasoning", action="store_true", help="also stream the reasoning to stderr"
     )
@@ -74,13 +82,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
         domain = get_domain(args.domain)
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
-    state = ""
+    scenario = Scenario("cli", "Command line")
     if args.state:
+        from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
+
         try:
-            state = Path(args.state).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read --state {args.state}: {exc}") from None
-    scenario = Scenario("cli", "Command line", state=state)
+            scenario = load_scenario_file(args.state)
+        except ScenarioFileError as exc:
+            raise UserError(f"--state: {exc}") from None
     workspace = None
     if args.session:
         from agentworld_tui.commands.session_file import open_session_tab, save_turn

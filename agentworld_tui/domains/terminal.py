@@ -108,3 +108,6 @@ class TerminalDomain:
 
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
         return {"scenario": scenario.description}
+
+    def observation_lexer(self, action: Action, observation: str) -> str:
+        return self.lexer

@@ -59,3 +59,8 @@ class Domain(Protocol):
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
         """Values for the system prompt's placeholders."""
         ...
+
+    def observation_lexer(self, action: Action, observation: str) -> str:
+        """Pygments lexer for this observation: it may depend on the action (the file an
+        editor showed) or on the text (JSON or plain); ``lexer`` is the usual one."""
+        ...

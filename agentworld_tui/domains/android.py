@@ -1,0 +1,637 @@
+"""Android: an agent taps, types and swipes on a phone whose screen is a UI hierarchy.
+
+The state is the screen's view hierarchy as ``uiautomator dump`` writes it (``<node>``
+elements with class, text, resource-id, content-desc, bounds ``[x1,y1][x2,y2]``,
+clickable, focused...); a JSON tree of the same attributes is read too. Actions are JSON:
+``{"action": "tap", "element": "Sign in", "x": 540, "y": 1210}``.
+
+The wireframe draws the hierarchy into character cells inside a phone outline, so the pane
+can show the screen and map a selected cell back to the node under it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import textwrap
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.domain import Scenario
+
+# -- actions ------------------------------------------------------------------------------
+
+ACTION_NAMES = ("tap", "long_press", "type", "swipe", "scroll", "back", "home", "open_app")
+ALIASES = {
+    "click": "tap",
+    "long_click": "long_press",
+    "input_text": "type",
+    "navigate_back": "back",
+    "navigate_home": "home",
+}
+DIRECTIONS = ("up", "down", "left", "right")
+_FIELDS = {
+    "tap": ("element", "x", "y"),
+    "long_press": ("element", "x", "y", "duration_ms"),
+    "type": ("text", "element"),
+    "swipe": ("direction", "start", "end", "element", "duration_ms"),
+    "scroll": ("direction", "element"),
+    "back": (),
+    "home": (),
+    "open_app": ("app_name",),
+}
+MAX_ACTION_CHARS = 20_000
+
+
+def _int_field(data: dict[str, Any], key: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ActionError(f"{key} must be a whole number of pixels", field=key)
+    if value < 0:
+        raise ActionError(f"{key} must be 0 or more", field=key)
+    return int(value)
+
+
+def _text_field(data: dict[str, Any], key: str, *, allow_empty: bool = False) -> str:
+    value = data[key]
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ActionError(f"{key} must be non-empty text", field=key)
+    return value
+
+
+def _point(data: dict[str, Any], key: str) -> list[int]:
+    value = data[key]
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        raise ActionError(f"{key} must be a point [x, y] in pixels", field=key)
+    return [int(value[0]), int(value[1])]
+
+
+def check_action(data: Any, screen: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The canonical action from its JSON object, or ActionError saying what is wrong.
+
+    ``screen`` (width, height) lets points outside the screen be refused.
+    """
+    if not isinstance(data, dict):
+        raise ActionError('an Android action is a JSON object: {"action": "tap", ...}')
+    data = dict(data)
+    if "action" not in data and "action_type" in data:
+        data["action"] = data.pop("action_type")
+    name = data.get("action")
+    if not isinstance(name, str) or not name:
+        raise ActionError(
+            f'the action needs "action": one of {", ".join(ACTION_NAMES)}', field="action"
+        )
+    name = ALIASES.get(name, name)
+    if name not in _FIELDS:
+        raise ActionError(
+            f"unknown action {name!r}; use one of {', '.join(ACTION_NAMES)}", field="action"
+        )
+    allowed = _FIELDS[name]
+    for key in data:
+        if key != "action" and key not in allowed:
+            takes = ", ".join(allowed) or "nothing else"
+            raise ActionError(f"{name} takes {takes}; not {key!r}", field=key)
+    out: dict[str, Any] = {"action": name}
+    if "element" in data:
+        out["element"] = _text_field(data, "element")
+    if name in ("tap", "long_press"):
+        has_x, has_y = "x" in data, "y" in data
+        if has_x != has_y:
+            raise ActionError(f"{name} needs both x and y", field="y" if has_x else "x")
+        if has_x:
+            out["x"], out["y"] = _int_field(data, "x"), _int_field(data, "y")
+        elif "element" not in out:
+            raise ActionError(
+                f"{name} needs an element (its text or resource id) or a point x, y",
+                field="element",
+            )
+        if screen and has_x and (out["x"] >= screen[0] or out["y"] >= screen[1]):
+            raise ActionError(
+                f"({out['x']}, {out['y']}) is outside the {screen[0]}x{screen[1]} screen",
+                field="x",
+            )
+    if "duration_ms" in data:
+        duration = _int_field(data, "duration_ms")
+        if duration == 0:
+            raise ActionError("duration_ms must be more than 0", field="duration_ms")
+        out["duration_ms"] = duration
+    if name == "type":
+        if "text" not in data:
+            raise ActionError("type needs the text to enter", field="text")
+        out["text"] = _text_field(data, "text")
+    if name in ("swipe", "scroll"):
+        if "direction" in data:
+            direction = data["direction"]
+            if direction not in DIRECTIONS:
+                raise ActionError(
+                    f"direction must be one of {', '.join(DIRECTIONS)}", field="direction"
+                )
+            out["direction"] = direction
+        if name == "swipe" and ("start" in data or "end" in data):
+            if "direction" in out:
+                raise ActionError("give a direction or start and end, not both", field="start")
+            for key in ("start", "end"):
+                if key not in data:
+                    raise ActionError(
+                        f"swipe needs both start and end; {key} is missing", field=key
+                    )
+                out[key] = _point(data, key)
+        elif "direction" not in out:
+            raise ActionError(
+                f"{name} needs a direction ({', '.join(DIRECTIONS)})", field="direction"
+            )
+    if name == "open_app":
+        if "app_name" not in data:
+            raise ActionError("open_app needs app_name", field="app_name")
+        out["app_name"] = _text_field(data, "app_name")
+    return out
+
+
+def action_label(payload: dict[str, Any]) -> str:
+    name = payload["action"]
+    if name in ("tap", "long_press"):
+        where = payload.get("element") or f"({payload['x']}, {payload['y']})"
+        return f"{name} {where}"
+    if name == "type":
+        text = payload["text"]
+        return (
+            f"type {json.dumps(text if len(text) <= 40 else text[:39] + '…', ensure_ascii=False)}"
+        )
+    if name in ("swipe", "scroll"):
+        if "direction" in payload:
+            return f"{name} {payload['direction']}"
+        return f"swipe {tuple(payload['start'])} → {tuple(payload['end'])}"
+    if name == "open_app":
+        return f"open {payload['app_name']}"
+    return str(name)
+
+
+# -- the hierarchy ------------------------------------------------------------------------
+
+_BOUNDS = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]")
+_TAG = re.compile(r"<(/?)node\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*?)(/?)>", re.S)
+_ATTR = re.compile(r"([\w:.-]+)\s*=\s*(\"[^\"]*\"|'[^']*')")
+
+
+@dataclass(frozen=True)
+class UINode:
+    """One view of the screen."""
+
+    index: int
+    """Position in document order (0 = root)."""
+    parent: int
+    """Index of the parent node, -1 for a root."""
+    depth: int
+    class_name: str
+    text: str = ""
+    content_desc: str = ""
+    resource_id: str = ""
+    bounds: tuple[int, int, int, int] = (0, 0, 0, 0)
+    clickable: bool = False
+    long_clickable: bool = False
+    focusable: bool = False
+    focused: bool = False
+    scrollable: bool = False
+    checkable: bool = False
+    checked: bool = False
+    selected: bool = False
+    enabled: bool = True
+    password: bool = False
+
+    @property
+    def short_class(self) -> str:
+        return self.class_name.rsplit(".", 1)[-1]
+
+    @property
+    def short_id(self) -> str:
+        return self.resource_id.rsplit("/", 1)[-1]
+
+    @property
+    def editable(self) -> bool:
+        return any(k in self.short_class for k in ("EditText", "TextField", "AutoComplete"))
+
+    @property
+    def interactive(self) -> bool:
+        return self.clickable or self.long_clickable or self.editable or self.checkable
+
+    @property
+    def label(self) -> str:
+        return self.text or self.content_desc
+
+    @property
+    def center(self) -> tuple[int, int]:
+        x1, y1, x2, y2 = self.bounds
+        return (x1 + x2) // 2, (y1 + y2) // 2
+
+    @property
+    def has_area(self) -> bool:
+        x1, y1, x2, y2 = self.bounds
+        return x2 > x1 and y2 > y1
+
+    def reference(self) -> str:
+        """How an action names this node: its text, description, or resource id."""
+        return self.label.strip() or self.resource_id or self.short_class
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() == "true"
+
+
+def _bounds(value: Any) -> tuple[int, int, int, int]:
+    if isinstance(value, list | tuple) and len(value) == 4:
+        try:
+            x1, y1, x2, y2 = (int(v) for v in value)
+        except (TypeError, ValueError):
+            return (0, 0, 0, 0)
+        return (x1, y1, x2, y2)
+    if isinstance(value, dict):
+        try:
+            return (
+                int(value["left"]),
+                int(value["top"]),
+                int(value["right"]),
+                int(value["bottom"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return (0, 0, 0, 0)
+    match = _BOUNDS.search(str(value or ""))
+    if not match:
+        return (0, 0, 0, 0)
+    x1, y1, x2, y2 = (int(g) for g in match.groups())
+    return (x1, y1, x2, y2)
+
+
+def _node(index: int, parent: int, depth: int, attrs: dict[str, Any]) -> UINode:
+    def get(*keys: str) -> Any:
+        for key in keys:
+            if key in attrs:
+                return attrs[key]
+        return ""
+
+    return UINode(
+        index=index,
+        parent=parent,
+        depth=depth,
+        class_name=str(get("class", "class_name", "className") or ""),
+        text=str(get("text") or ""),
+        content_desc=str(get("content-desc", "content_desc", "contentDescription") or ""),
+        resource_id=str(get("resource-id", "resource_id", "resourceId", "id") or ""),
+        bounds=_bounds(get("bounds")),
+        clickable=_flag(get("clickable")),
+        long_clickable=_flag(get("long-clickable", "long_clickable", "longClickable")),
+        focusable=_flag(get("focusable")),
+        focused=_flag(get("focused")),
+        scrollable=_flag(get("scrollable")),
+        checkable=_flag(get("checkable")),
+        checked=_flag(get("checked")),
+        selected=_flag(get("selected")),
+        enabled=str(get("enabled")).lower() != "false",
+        password=_flag(get("password")),
+    )
+
+
+def parse_hierarchy(text: str) -> list[UINode]:
+    """The nodes of a hierarchy (XML ``<node>`` dump or JSON tree), in document order.
+
+    Model output may be cut short or malformed: whatever nodes can be read are returned,
+    never an exception.
+    """
+    stripped = text.strip()
+    if stripped[:1] in "[{":
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError:
+            data = None
+        if data is not None:
+            return _json_nodes(data)
+    nodes: list[UINode] = []
+    stack: list[UINode] = []
+    for match in _TAG.finditer(text):
+        closing, body, self_closing = match.groups()
+        if closing:
+            if stack:
+                stack.pop()
+            continue
+        attrs = {k: html.unescape(v[1:-1]) for k, v in _ATTR.findall(body)}
+        parent = stack[-1].index if stack else -1
+        node = _node(len(nodes), parent, len(stack), attrs)
+        nodes.append(node)
+        if not self_closing:
+            stack.append(node)
+    return nodes
+
+
+def _json_nodes(data: Any) -> list[UINode]:
+    nodes: list[UINode] = []
+    pending: list[tuple[Any, int, int]] = []
+    roots = data if isinstance(data, list) else [data]
+    pending.extend((r, -1, 0) for r in reversed(roots))
+    while pending and len(nodes) < 20_000:
+        item, parent, depth = pending.pop()
+        if not isinstance(item, dict):
+            continue
+        node = _node(len(nodes), parent, depth, item)
+        nodes.append(node)
+        children = item.get("children") or item.get("nodes") or []
+        if isinstance(children, list):
+            pending.extend((c, node.index, depth + 1) for c in reversed(children))
+    return nodes
+
+
+def screen_size(nodes: list[UINode]) -> tuple[int, int]:
+    """The device screen in pixels: the extent of all bounds (at least 1x1)."""
+    width = max((n.bounds[2] for n in nodes), default=0)
+    height = max((n.bounds[3] for n in nodes), default=0)
+    return max(width, 1), max(height, 1)
+
+
+# -- the wireframe ------------------------------------------------------------------------
+
+MIN_COLS, MIN_ROWS = 12, 8
+_LIGHT = "┌─┐│└┘"
+_HEAVY = "┏━┓┃┗┛"
+
+
+def _cell_width(ch: str) -> int:
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _clean(text: str) -> str:
+    """One line of displayable text: control characters and line breaks become spaces."""
+    return "".join(" " if unicodedata.category(c).startswith("C") else c for c in text).strip()
+
+
+class _Canvas:
+    """A grid of cells; a wide character takes its cell and an empty continuation cell."""
+
+    def __init__(self, cols: int, rows: int) -> None:
+        self.cols, self.rows = cols, rows
+        self.cells = [[" "] * cols for _ in range(rows)]
+
+    def put(self, col: int, row: int, ch: str) -> None:
+        width = _cell_width(ch)
+        if width == 0 or not (0 <= row < self.rows and col >= 0 and col + width <= self.cols):
+            return
+        line = self.cells[row]
+        for c in range(col, col + width):
+            if line[c] == "" and c > 0:
+                line[c - 1] = " "
+            if c + 1 < self.cols and line[c + 1] == "" and _cell_width(line[c] or " ") == 2:
+                line[c + 1] = " "
+        line[col] = ch
+        if width == 2:
+            line[col + 1] = ""
+
+    def write(self, col: int, row: int, text: str, limit: int) -> None:
+        """``text`` from ``col``, cut so that it ends before column ``limit``."""
+        for ch in text:
+            width = _cell_width(ch)
+            if width == 0:
+                continue
+            if col + width > limit:
+                break
+            self.put(col, row, ch)
+            col += width
+
+    def lines(self) -> list[str]:
+        return ["".join(line) for line in self.cells]
+
+
+def _text_width(text: str) -> int:
+    return sum(_cell_width(c) for c in text)
+
+
+def _cut(text: str, width: int) -> str:
+    out, used = [], 0
+    for ch in text:
+        w = _cell_width(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Wireframe:
+    """The drawn screen and the geometry to map cells back to nodes and pixels."""
+
+    lines: list[str]
+    nodes: list[UINode]
+    screen: tuple[int, int]
+    """Device screen (width, height) in pixels."""
+    area: tuple[int, int, int, int]
+    """The screen's cells inside the frame: (first col, first row, cols, rows)."""
+
+    def cells(self, node: UINode) -> tuple[int, int, int, int] | None:
+        """The cells a node covers: (col1, row1, col2, row2) inclusive; None if off-screen."""
+        x1, y1, x2, y2 = node.bounds
+        width, height = self.screen
+        sx, sy, sw, sh = self.area
+        x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
+        y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
+        if x2 <= x1 or y2 <= y1:
+            return None
+        c1 = sx + min(sw - 1, x1 * sw // width)
+        c2 = sx + max(c1 - sx, min(sw, math.ceil(x2 * sw / width)) - 1)
+        r1 = sy + min(sh - 1, y1 * sh // height)
+        r2 = sy + max(r1 - sy, min(sh, math.ceil(y2 * sh / height)) - 1)
+        return c1, r1, c2, r2
+
+    def _covering(self, col: int, row: int) -> list[UINode]:
+        found = []
+        for node in self.nodes:
+            box = self.cells(node)
+            if box and box[0] <= col <= box[2] and box[1] <= row <= box[3]:
+                found.append(node)
+        return found
+
+    def node_at(self, col: int, row: int) -> UINode | None:
+        """The top-most node under a cell: the last one drawn there with a label or an
+        action, else the deepest node covering it; None outside the screen."""
+        covering = self._covering(col, row)
+        shown = [n for n in covering if n.label or n.interactive]
+        if shown:
+            return shown[-1]
+        return covering[-1] if covering else None
+
+    def target_at(self, col: int, row: int) -> UINode | None:
+        """The node a tap on this cell would hit: the top-most interactive one covering
+        it, else whatever node is there."""
+        interactive = [n for n in self._covering(col, row) if n.interactive]
+        return interactive[-1] if interactive else self.node_at(col, row)
+
+    def point_at(self, col: int, row: int) -> tuple[int, int] | None:
+        """The device pixel at the centre of a cell; None outside the screen."""
+        sx, sy, sw, sh = self.area
+        if not (sx <= col < sx + sw and sy <= row < sy + sh):
+            return None
+        width, height = self.screen
+        return int((col - sx + 0.5) * width / sw), int((row - sy + 0.5) * height / sh)
+
+    def find(self, text: str) -> UINode | None:
+        """The first node whose text, description or resource id is ``text``."""
+        for node in self.nodes:
+            if text in (node.text, node.content_desc, node.resource_id):
+                return node
+        return None
+
+
+def layout(hierarchy: str, cols: int, rows: int) -> Wireframe:
+    """Draw a hierarchy into a phone outline of ``cols`` x ``rows`` cells.
+
+    Clickable and editable views get a box where they are at least 3 rows high and 4
+    columns wide (heavy when focused), otherwise brackets (``[OK]``; ``«Name»`` when
+    focused); inputs show their text followed by ``_`` up to their width; checkable
+    views show ``[x]``/``[ ]``; other views with text show it. Views are drawn in
+    document order, so children sit on top of their parents; a boxed view clears what
+    is under it, as a dialog covers the screen behind it.
+    """
+    cols, rows = max(cols, MIN_COLS), max(rows, MIN_ROWS)
+    nodes = parse_hierarchy(hierarchy)
+    canvas = _Canvas(cols, rows)
+    canvas.write(0, 0, "╭" + "─" * (cols - 2) + "╮", cols)
+    canvas.write(0, rows - 1, "╰" + "─" * (cols - 2) + "╯", cols)
+    for row in range(1, rows - 1):
+        canvas.put(0, row, "│")
+        canvas.put(cols - 1, row, "│")
+    speaker = "━" * max(2, (cols - 2) // 5)
+    canvas.write((cols - len(speaker)) // 2, 1, speaker, cols - 1)
+    canvas.put(cols // 2, rows - 2, "○")
+    frame = Wireframe([], nodes, screen_size(nodes), (1, 2, cols - 2, rows - 4))
+    labelled_below = _labelled_descendants(nodes)
+    for node in nodes:
+        box = frame.cells(node)
+        if box is not None:
+            _draw(canvas, node, box, node.index in labelled_below)
+    return Wireframe(canvas.lines(), frame.nodes, frame.screen, frame.area)
+
+
+def wireframe(hierarchy: str, cols: int, rows: int) -> list[str]:
+    """The phone-shaped drawing alone (see ``layout`` for the cell -> node mapping)."""
+    return layout(hierarchy, cols, rows).lines
+
+
+def _labelled_descendants(nodes: list[UINode]) -> set[int]:
+    """Indexes of nodes that have a descendant with a label."""
+    has: set[int] = set()
+    for node in nodes:
+        if node.label:
+            parent = node.parent
+            seen = 0
+            while parent >= 0 and parent not in has and seen < len(nodes):
+                has.add(parent)
+                parent = nodes[parent].parent if parent < len(nodes) else -1
+                seen += 1
+    return has
+
+
+def _draw(canvas: _Canvas, node: UINode, box: tuple[int, int, int, int], inner_text: bool) -> None:
+    c1, r1, c2, r2 = box
+    width, height = c2 - c1 + 1, r2 - r1 + 1
+    label = _clean(node.label)
+    if not label and node.interactive and not inner_text and node.short_id:
+        label = node.short_id
+    if node.checkable:
+        label = ("[x] " if node.checked else "[ ] ") + label
+    if not label and not node.interactive:
+        return
+    boxed = node.interactive and height >= 3 and width >= 4
+    if boxed:
+        tl, h, tr, v, bl, br = tuple(_HEAVY if node.focused else _LIGHT)
+        for row in range(r1, r2 + 1):
+            for col in range(c1, c2 + 1):
+                canvas.put(col, row, " ")
+        canvas.write(c1, r1, tl + h * (width - 2) + tr, c2 + 1)
+        canvas.write(c1, r2, bl + h * (width - 2) + br, c2 + 1)
+        for row in range(r1 + 1, r2):
+            canvas.put(c1, row, v)
+            canvas.put(c2, row, v)
+        c1, r1, c2, r2 = c1 + 1, r1 + 1, c2 - 1, r2 - 1
+        width, height = c2 - c1 + 1, r2 - r1 + 1
+    elif node.interactive and not node.editable and label and not node.checkable:
+        label = ("«" + label + "»") if node.focused else ("[" + label + "]")
+    if not label:
+        return
+    if node.editable:
+        text = _cut(label, width)
+        line = text + "_" * (width - _text_width(text))
+        canvas.write(c1, r1 + (height - 1) // 2, line, c2 + 1)
+        return
+    wrapped = textwrap.wrap(label, width=max(1, width)) or [label]
+    if len(wrapped) > height:
+        wrapped = [*wrapped[: height - 1], _cut(" ".join(wrapped[height - 1 :]), width)]
+    top = r1 + (height - len(wrapped)) // 2
+    centred = node.interactive and not node.checkable
+    for k, line in enumerate(wrapped):
+        line = _cut(line, width)
+        col = c1 + (width - _text_width(line)) // 2 if centred else c1
+        canvas.write(col, top + k, line, c2 + 1)
+
+
+def node_action(node: UINode, kind: str = "tap") -> dict[str, Any]:
+    """The action a pane fills when a node is selected: tap (or long_press) its centre;
+    ``type`` into it for an input."""
+    x, y = node.center
+    if kind == "type":
+        return {"action": "type", "element": node.reference(), "text": ""}
+    if kind not in ("tap", "long_press"):
+        raise ValueError(f"no node action {kind!r}")
+    return {"action": kind, "element": node.reference(), "x": max(0, x), "y": max(0, y)}
+
+
+class AndroidDomain:
+    name = "android"
+    title = "Android"
+    lexer = "xml"
+
+    def make_action(self, data: dict[str, Any], scenario: Scenario | None = None) -> Action:
+        screen = None
+        if scenario is not None and scenario.state.strip():
+            nodes = parse_hierarchy(scenario.state)
+            if nodes:
+                screen = screen_size(nodes)
+        payload = check_action(data, screen)
+        return Action(self.name, payload, action_label(payload))
+
+    def parse_action(self, text: str, scenario: Scenario) -> Action:
+        stripped = text.strip()
+        if not stripped:
+            raise ActionError('empty action: write e.g. {"action": "tap", "element": "OK"}')
+        if len(stripped) > MAX_ACTION_CHARS:
+            raise ActionError(f"the action is longer than {MAX_ACTION_CHARS:,} characters")
+        if stripped in ACTION_NAMES or stripped in ALIASES:
+            return self.make_action({"action": stripped}, scenario)
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ActionError(
+                f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                field="action",
+            ) from None
+        return self.make_action(data, scenario)
+
+    def render_turn(self, number: int, action: Action, state: str | None) -> str:
+        return turn_markdown(number, json.dumps(action.payload, ensure_ascii=False), state=state)
+
+    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
+        return {
+            "scenario": scenario.description,
+            "goal": str(scenario.extras.get("goal", "") or "").strip(),
+        }
+
+    def observation_lexer(self, action: Action, observation: str) -> str:
+        return "json" if observation.lstrip()[:1] in "[{" else "xml"

@@ -1,0 +1,92 @@
+"""OS: a computer-use agent drives a desktop with Python code; the state is its
+accessibility tree.
+
+An action is a block of Python (pyautogui calls, app helpers, subprocess...). It is
+checked to be valid Python with ``ast`` and is never executed: the world model only reads
+it. ``WAIT``, ``DONE`` and ``FAIL`` are accepted as the special actions computer-use agents
+send. The task instruction travels with every turn, next to the action, so the model
+always knows what the user asked even when early turns are trimmed from the context.
+
+(The module is not called ``os`` so that it never shadows the standard library.)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.domain import Scenario
+
+SPECIAL_ACTIONS = ("WAIT", "DONE", "FAIL")
+INSTRUCTION_SECTION = "Task Instruction"
+MAX_CODE_CHARS = 50_000
+_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*\s*\n(?P<code>.*?)\n\s*\1\s*$", re.S)
+
+
+def task_instruction(scenario: Scenario) -> str:
+    return str(scenario.extras.get("instruction", scenario.extras.get("task", "")) or "").strip()
+
+
+def check_code(text: str) -> str:
+    """The code, without a surrounding Markdown fence, if it is valid Python."""
+    fenced = _FENCE.match(text)
+    code = fenced.group("code") if fenced else text
+    code = code.strip("\n").rstrip()
+    if not code.strip():
+        raise ActionError("empty action: write Python code, or WAIT, DONE or FAIL", field="code")
+    if len(code) > MAX_CODE_CHARS:
+        raise ActionError(
+            f"the code is {len(code):,} characters; the limit is {MAX_CODE_CHARS:,}",
+            field="code",
+        )
+    if code.strip() in SPECIAL_ACTIONS:
+        return code.strip()
+    try:
+        ast.parse(code, mode="exec")
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
+        raise ActionError(f"not valid Python ({where}): {exc.msg}", field="code") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ActionError(f"not valid Python: {exc}", field="code") from None
+    return code
+
+
+def _label(code: str) -> str:
+    lines = [line.strip() for line in code.splitlines() if line.strip()]
+    first = lines[0] if lines else code
+    if len(lines) > 1:
+        first += f"  (+{len(lines) - 1} lines)"
+    return first if len(first) <= 60 else first[:59] + "…"
+
+
+class OsDomain:
+    name = "os"
+    title = "OS"
+    lexer = "text"
+
+    def make_action(self, code: str, instruction: str = "") -> Action:
+        clean = check_code(code)
+        payload = {"code": clean}
+        if instruction.strip():
+            payload["instruction"] = instruction.strip()
+        return Action(self.name, payload, _label(clean))
+
+    def parse_action(self, text: str, scenario: Scenario) -> Action:
+        return self.make_action(text, task_instruction(scenario))
+
+    def render_turn(self, number: int, action: Action, state: str | None) -> str:
+        return turn_markdown(
+            number,
+            str(action.payload["code"]),
+            action_lang="python",
+            state=state,
+            sections={INSTRUCTION_SECTION: str(action.payload.get("instruction", ""))},
+        )
+
+    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
+        return {"scenario": scenario.description, "instruction": task_instruction(scenario)}
+
+    def observation_lexer(self, action: Action, observation: str) -> str:
+        return "xml" if observation.lstrip().startswith("<") else "text"

@@ -1,0 +1,188 @@
+"""SWE: a coding agent works in a repository with a shell and a file editor.
+
+The two tools are the usual pair of software-engineering agents: ``execute_bash`` runs a
+command, ``str_replace_editor`` views, creates and edits files. A scenario may replace them
+with its own tool list. Every answer must agree with the edits made earlier, so the session
+history matters more here than anywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from agentworld_tui.domains.tool_call import (
+    Tool,
+    ToolListError,
+    call_from_data,
+    call_json,
+    check_call,
+    parse_tool_call,
+    scenario_tools,
+    tool_call_action,
+    tool_definitions,
+)
+from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.domain import Scenario
+
+EDITOR = "str_replace_editor"
+SHELL = "execute_bash"
+
+SWE_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        SHELL,
+        "Run a bash command in the repository's container and return its output. "
+        "The working directory and environment persist between calls.",
+        {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "minLength": 1, "description": "The command."},
+                "timeout": {"type": "integer", "minimum": 1, "description": "Seconds (optional)."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    ),
+    Tool(
+        EDITOR,
+        "View, create and edit files. view shows a file with line numbers (or a directory "
+        "two levels deep); create writes a new file; str_replace replaces one exact, unique "
+        "occurrence of old_str; insert adds new_str after line insert_line; undo_edit "
+        "reverts the last edit of a file.",
+        {
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "enum": ["view", "create", "str_replace", "insert", "undo_edit"],
+                },
+                "path": {"type": "string", "minLength": 1, "description": "Absolute path."},
+                "file_text": {"type": "string"},
+                "old_str": {"type": "string"},
+                "new_str": {"type": "string"},
+                "insert_line": {"type": "integer", "minimum": 0},
+                "view_range": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+            },
+            "required": ["command", "path"],
+            "additionalProperties": False,
+        },
+    ),
+)
+
+_EDITOR_NEEDS = {
+    "create": ("file_text",),
+    "str_replace": ("old_str",),
+    "insert": ("insert_line", "new_str"),
+}
+
+# Extensions whose Pygments lexer name differs from what a reader would guess, plus the
+# common ones, so choosing a lexer needs no Pygments lookup.
+_LEXERS = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".jsx": "jsx",
+    ".ts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".json": "json",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".ini": "ini",
+    ".cfg": "ini",
+    ".md": "markdown",
+    ".rst": "rst",
+    ".html": "html",
+    ".css": "css",
+    ".sql": "sql",
+    ".xml": "xml",
+    ".diff": "diff",
+    ".patch": "diff",
+}
+_NAMED = {"Makefile": "make", "Dockerfile": "docker", "CMakeLists.txt": "cmake"}
+
+
+def file_lexer(path: str) -> str:
+    """The Pygments lexer name for a file, "text" when unknown."""
+    pure = PurePosixPath(path)
+    return _NAMED.get(pure.name) or _LEXERS.get(pure.suffix.lower(), "text")
+
+
+class SweDomain:
+    name = "swe"
+    title = "SWE"
+    lexer = "text"
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        try:
+            tools = scenario_tools(scenario)
+        except ToolListError as exc:
+            raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
+        return tools if tools is not None else list(SWE_TOOLS)
+
+    def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
+        call = call_from_data({"name": name, "arguments": arguments})
+        check_call(call, self.tools(scenario))
+        args = call["arguments"]
+        if call["name"] == EDITOR:
+            for needed in _EDITOR_NEEDS.get(str(args.get("command")), ()):
+                if needed not in args:
+                    raise ActionError(
+                        f"{EDITOR} {args['command']} needs {needed}", field=f"arguments.{needed}"
+                    )
+            path = args.get("path")
+            if isinstance(path, str) and not path.startswith("/"):
+                raise ActionError(
+                    f"path must be absolute (e.g. /testbed/{path.lstrip('./')})",
+                    field="arguments.path",
+                )
+        return tool_call_action(self.name, call)
+
+    def parse_action(self, text: str, scenario: Scenario) -> Action:
+        call = parse_tool_call(text)
+        return self.make_action(call["name"], call["arguments"], scenario)
+
+    def render_turn(self, number: int, action: Action, state: str | None) -> str:
+        return turn_markdown(number, call_json(action.payload), state=state)
+
+    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
+        try:
+            tools = self.tools(scenario)
+        except ActionError:
+            tools = list(SWE_TOOLS)
+        return {
+            "scenario": scenario.description,
+            "task": str(scenario.extras.get("task", "") or "").strip(),
+            "tools": tool_definitions(tools),
+        }
+
+    def observation_lexer(self, action: Action, observation: str) -> str:
+        """A viewed file by its type; shell output and directory listings as text."""
+        payload = action.payload if isinstance(action.payload, dict) else {}
+        args = payload.get("arguments")
+        if (
+            payload.get("name") == EDITOR
+            and isinstance(args, dict)
+            and args.get("command") == "view"
+        ):
+            return file_lexer(str(args.get("path", "")))
+        return "text"

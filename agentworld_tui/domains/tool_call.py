@@ -1,0 +1,255 @@
+"""Tool calls and tool lists, shared by the domains whose agents call tools (MCP, Search, SWE).
+
+A call is written ``{"name": ..., "arguments": {...}}``. A tool list may come from a
+scenario, from pasted JSON, or from an MCP server's saved ``tools/list`` answer; the
+definitions are accepted in the MCP spelling (``inputSchema``) and in the two other common
+ones (``input_schema``, or OpenAI's ``{"type": "function", "function": {..., "parameters"}}``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentworld_tui.domains.json_schema import schema_problems
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.domain import Scenario
+
+MAX_CALL_CHARS = 200_000
+
+
+class ToolListError(ValueError):
+    """A tool list that cannot be read; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The MCP spelling, as the system prompt shows it and scenarios store it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+
+    @property
+    def parameters(self) -> list[str]:
+        props = self.input_schema.get("properties")
+        return list(props) if isinstance(props, dict) else []
+
+    @property
+    def required(self) -> list[str]:
+        req = self.input_schema.get("required")
+        return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+    def skeleton(self) -> dict[str, Any]:
+        """Arguments to start editing from: each required field with an empty value."""
+        props = self.input_schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        return {name: _empty_value(props.get(name)) for name in self.required}
+
+
+def _empty_value(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return ""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"array": [], "object": {}, "integer": 0, "number": 0, "boolean": False}.get(
+        str(kind), ""
+    )
+
+
+def tool_from_dict(data: Any, where: str = "tool") -> Tool:
+    if not isinstance(data, dict):
+        raise ToolListError(f"{where} must be an object with a name")
+    if data.get("type") == "function" and isinstance(data.get("function"), dict):
+        data = data["function"]
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ToolListError(f"{where} has no name")
+    schema = data.get("inputSchema", data.get("input_schema", data.get("parameters", {})))
+    if schema is None:
+        schema = {}
+    if not isinstance(schema, dict):
+        raise ToolListError(f"tool {name!r}: its input schema must be an object")
+    description = data.get("description") or ""
+    return Tool(name.strip(), str(description), schema)
+
+
+def tools_from_data(data: Any) -> list[Tool]:
+    """Tools from a list of definitions, ``{"tools": [...]}``, or a JSON-RPC ``tools/list``
+    response (``{"result": {"tools": [...]}}``)."""
+    if isinstance(data, dict):
+        if isinstance(data.get("error"), dict):
+            message = data["error"].get("message", "unknown error")
+            raise ToolListError(f"the saved tools/list answer is an error: {message}")
+        if isinstance(data.get("result"), dict):
+            data = data["result"]
+        if "tools" not in data:
+            raise ToolListError(
+                'expected a list of tools, {"tools": [...]}, or a tools/list result'
+            )
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ToolListError("the tools must be a list")
+    tools = [tool_from_dict(item, f"tool {i}") for i, item in enumerate(data, 1)]
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            raise ToolListError(f"tool {tool.name!r} is defined twice")
+        seen.add(tool.name)
+    return tools
+
+
+def tools_from_json(text: str) -> list[Tool]:
+    """Tools from pasted JSON or a saved ``tools/list`` file's text."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolListError(
+            f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    return tools_from_data(data)
+
+
+def load_tools(path: str | Path) -> list[Tool]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolListError(f"cannot read {path}: {exc}") from None
+    try:
+        return tools_from_json(text)
+    except ToolListError as exc:
+        raise ToolListError(f"{path}: {exc}") from None
+
+
+def looks_like_tool_list(data: Any) -> bool:
+    """Whether parsed JSON is meant as a tool list (rather than, say, a state)."""
+    if isinstance(data, dict):
+        result = data.get("result")
+        if isinstance(result, dict) and "tools" in result:
+            return True
+        return isinstance(data.get("tools"), list)
+    return isinstance(data, list) and bool(data) and all(_is_tool_definition(d) for d in data)
+
+
+def _is_tool_definition(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    if item.get("type") == "function":
+        return True
+    return "name" in item and any(k in item for k in ("inputSchema", "input_schema", "parameters"))
+
+
+def scenario_tools(scenario: Scenario) -> list[Tool] | None:
+    """The scenario's tool list, or None where it gives none (calls are then sent as is)."""
+    raw = scenario.extras.get("tools")
+    if raw is None:
+        return None
+    return tools_from_data(raw)
+
+
+def with_tools(scenario: Scenario, tools: list[Tool]) -> Scenario:
+    """The same scenario with its tool list replaced (a pasted or loaded list)."""
+    from dataclasses import replace
+
+    extras = {**scenario.extras, "tools": [t.to_dict() for t in tools]}
+    return replace(scenario, extras=extras)
+
+
+def tool_definitions(tools: list[Tool]) -> str:
+    """The definitions as the system prompt gives them: one JSON object per tool."""
+    return "\n".join(json.dumps(t.to_dict(), ensure_ascii=False) for t in tools)
+
+
+def parse_tool_call(text: str) -> dict[str, Any]:
+    """``{"name": ..., "arguments": {...}}`` from its JSON text; arguments may be omitted
+    (no arguments) or given as a JSON string, as some agents write them."""
+    stripped = text.strip()
+    if not stripped:
+        raise ActionError('empty action: write {"name": ..., "arguments": {...}}', field="name")
+    if len(stripped) > MAX_CALL_CHARS:
+        raise ActionError(
+            f"the call is {len(stripped):,} characters; the limit is {MAX_CALL_CHARS:,}"
+        )
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ActionError(
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            field="arguments",
+        ) from None
+    return call_from_data(data)
+
+
+def call_from_data(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ActionError('a tool call is a JSON object: {"name": ..., "arguments": {...}}')
+    extra = sorted(set(data) - {"name", "arguments"})
+    if extra:
+        raise ActionError(
+            f"unexpected key {extra[0]!r}: a tool call has only name and arguments",
+            field=extra[0],
+        )
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ActionError("the call needs a tool name", field="name")
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ActionError(
+                f"arguments given as text are not JSON: {exc.msg}", field="arguments"
+            ) from None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ActionError("arguments must be a JSON object", field="arguments")
+    return {"name": name.strip(), "arguments": arguments}
+
+
+def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
+    """Refuse a call to an unknown tool, or with arguments that break the tool's schema."""
+    by_name = {t.name: t for t in tools}
+    tool = by_name.get(call["name"])
+    if tool is None:
+        available = ", ".join(by_name) or "none"
+        raise ActionError(
+            f"unknown tool {call['name']!r}; available tools: {available}", field="name"
+        )
+    problems = schema_problems(call["arguments"], tool.input_schema)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ActionError(f"{tool.name}: {first}{more}", field=first.path)
+
+
+def call_label(call: dict[str, Any], width: int = 60) -> str:
+    """``name(key=value, ...)``, cut to ``width`` characters."""
+    args = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call["arguments"].items()
+    )
+    label = f"{call['name']}({args})"
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def call_json(call: dict[str, Any]) -> str:
+    """The call as written into a turn."""
+    return json.dumps(
+        {"name": call["name"], "arguments": call["arguments"]}, ensure_ascii=False, indent=2
+    )
+
+
+def tool_call_action(domain: str, call: dict[str, Any], **extra: Any) -> Action:
+    payload = {"name": call["name"], "arguments": call["arguments"], **extra}
+    return Action(domain, payload, call_label(call))
