@@ -1,0 +1,186 @@
+"""Models already on disk, in the Hugging Face cache layout.
+
+Downloads go where ``huggingface-hub`` keeps its own (``HF_HUB_CACHE``, else ``HF_HOME/hub``),
+so a model fetched with the ``hf`` tool counts as downloaded and the reverse. The layout:
+``models--OWNER--NAME/blobs/<sha256>`` holds the bytes, ``snapshots/<commit>/<path>`` links
+to them, ``refs/main`` names the newest commit. Only complete, verified files are ever linked
+into a snapshot, so finding a file here means it is whole. Reading needs no network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentworld_tui.models.catalog import CatalogEntry
+from agentworld_tui.models.quant import (
+    ModelFiles,
+    QuantNotFoundError,
+    choose_files,
+    is_model_file,
+    tag_matches,
+)
+
+PARTIAL_SUFFIX = ".incomplete"
+
+
+def hub_cache_dir() -> Path:
+    """The cache folder, read from the environment now (not when huggingface-hub loaded)."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(os.path.expandvars(explicit)).expanduser()
+    home = os.environ.get("HF_HOME")
+    if not home:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        home = os.path.join(xdg, "huggingface")
+    return Path(os.path.expandvars(home)).expanduser() / "hub"
+
+
+def repo_folder(repo: str, cache_dir: Path | None = None) -> Path:
+    return (cache_dir or hub_cache_dir()) / ("models--" + repo.replace("/", "--"))
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    commit: str
+    paths: tuple[Path, ...]
+    """The snapshot files, split parts in order."""
+
+    @property
+    def first(self) -> Path:
+        return self.paths[0]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.paths)
+
+
+def _snapshot_order(folder: Path) -> list[Path]:
+    snapshots = folder / "snapshots"
+    try:
+        found = [p for p in snapshots.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    try:
+        main = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+    except OSError:
+        main = ""
+    found.sort(key=lambda p: (p.name != main, -p.stat().st_mtime))
+    return found
+
+
+def _files_in(snapshot: Path) -> list[str]:
+    files: list[str] = []
+    for root, _dirs, names in os.walk(snapshot):
+        for name in names:
+            full = Path(root) / name
+            if full.exists():  # a dangling link is not a file we have
+                files.append(full.relative_to(snapshot).as_posix())
+    return files
+
+
+def find_local(entry: CatalogEntry, cache_dir: Path | None = None) -> LocalModel | None:
+    """The entry's files in the cache, complete (every split part present), or None."""
+    folder = repo_folder(entry.repo, cache_dir)
+    for snapshot in _snapshot_order(folder):
+        try:
+            chosen: ModelFiles = choose_files(_files_in(snapshot), entry.quant)
+        except QuantNotFoundError:
+            continue
+        return LocalModel(snapshot.name, tuple(snapshot / p for p in chosen.paths))
+    return None
+
+
+def local_path(entry: CatalogEntry, cache_dir: Path | None = None) -> Path | None:
+    """The GGUF file to give llama.cpp (the first part of a split model), if downloaded."""
+    found = find_local(entry, cache_dir)
+    return found.first if found else None
+
+
+def partial_bytes(entry: CatalogEntry, cache_dir: Path | None = None) -> int:
+    """Bytes of interrupted downloads in the entry's repository (all quantizations)."""
+    blobs = repo_folder(entry.repo, cache_dir) / "blobs"
+    try:
+        return sum(p.stat().st_size for p in blobs.glob("*" + PARTIAL_SUFFIX))
+    except OSError:
+        return 0
+
+
+@dataclass(frozen=True)
+class Removal:
+    files: int
+    bytes_freed: int
+
+
+def remove(entry: CatalogEntry, cache_dir: Path | None = None) -> Removal:
+    """Delete the entry's files from every snapshot, and their blobs once nothing uses them.
+
+    Other quantizations of the same repository stay. When the repository has nothing left,
+    its folder goes too (with any interrupted download in it).
+    """
+    folder = repo_folder(entry.repo, cache_dir)
+    snapshots = _snapshot_order(folder)
+    doomed: list[Path] = []
+    for snapshot in snapshots:
+        for rel in _files_in(snapshot) + _dangling_in(snapshot):
+            if is_model_file(rel) and tag_matches(rel, entry.quant):
+                doomed.append(snapshot / rel)
+    if not doomed:
+        return Removal(0, 0)
+    blobs = {_blob_of(p) for p in doomed}
+    freed = 0
+    for pointer in doomed:
+        if not pointer.is_symlink():
+            freed += pointer.stat().st_size
+        pointer.unlink()
+    still_used = {_blob_of(s / rel) for s in snapshots for rel in _files_in(s)}
+    for blob in blobs:
+        if blob is not None and blob not in still_used and blob.exists():
+            freed += blob.stat().st_size
+            blob.unlink()
+    for snapshot in snapshots:
+        _prune_empty(snapshot)
+    if not any(_files_in(s) for s in _snapshot_order(folder)):
+        shutil.rmtree(folder, ignore_errors=True)
+    return Removal(len(doomed), freed)
+
+
+def _dangling_in(snapshot: Path) -> list[str]:
+    dangling: list[str] = []
+    for root, _dirs, names in os.walk(snapshot):
+        for name in names:
+            full = Path(root) / name
+            if full.is_symlink() and not full.exists():
+                dangling.append(full.relative_to(snapshot).as_posix())
+    return dangling
+
+
+def _blob_of(pointer: Path) -> Path | None:
+    if not pointer.is_symlink():
+        return None
+    return (pointer.parent / os.readlink(pointer)).resolve()
+
+
+def _prune_empty(folder: Path) -> None:
+    """Remove folders left empty, deepest first (rmdir refuses a folder that is not)."""
+    for root, _dirs, _files in os.walk(folder, topdown=False):
+        with contextlib.suppress(OSError):
+            Path(root).rmdir()
+
+
+def link_into_snapshot(blob: Path, pointer: Path) -> None:
+    """Link a finished blob into a snapshot as huggingface-hub does (relative symlink).
+
+    Where symlinks are not allowed (some Windows setups) the blob itself moves into the
+    snapshot, which is the library's own fallback.
+    """
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if pointer.is_symlink() or pointer.exists():
+        pointer.unlink()
+    try:
+        os.symlink(os.path.relpath(blob, pointer.parent), pointer)
+    except OSError:
+        shutil.move(str(blob), str(pointer))
