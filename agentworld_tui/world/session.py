@@ -326,19 +326,31 @@ class Session:
                 branch.parent = doomed.parent
 
     def alternatives(self, number: int) -> list[Branch]:
-        """Branches that agree with the shown one before turn ``number`` and have a turn
-        ``number`` (the shown branch included): the versions of that turn to switch between."""
+        """The versions of turn ``number`` to switch between, one branch per version.
+
+        Only branches that agree with the shown one before ``number`` count; of several
+        with the same version of that turn, the shown branch, else the newest, stands for
+        it. One entry means there is nothing to switch to.
+        """
         shown = self.branch
-        if len(shown.turns) < number - 1:
+        if not 1 <= number <= len(shown.turns):
             return []
         prefix = shown.turns[: number - 1]
-        found = []
-        for branch in self.branches:
-            if len(branch.turns) >= number and all(
+        versions: list[Branch] = []
+        for branch in sorted(self.branches, key=lambda b: b.id):
+            if len(branch.turns) < number or not all(
                 _same_turn(a, b) for a, b in zip(prefix, branch.turns, strict=False)
             ):
-                found.append(branch)
-        return found
+                continue
+            turn = branch.turns[number - 1]
+            same = next(
+                (i for i, v in enumerate(versions) if _same_turn(v.turns[number - 1], turn)), None
+            )
+            if same is None:
+                versions.append(branch)
+            elif versions[same] is not shown:
+                versions[same] = branch
+        return versions
 
     def _check_idle(self) -> None:
         if self.turns and self.turns[-1].status == "pending":
