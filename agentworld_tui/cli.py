@@ -22,7 +22,10 @@ from agentworld_tui.launch import (
 
 # Modules that add sub-commands: each has register(sub, engine_flags) and imports
 # nothing heavy at module level.
-COMMAND_MODULES: tuple[str, ...] = ("agentworld_tui.commands.export",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "agentworld_tui.commands.export",
+    "agentworld_tui.models.commands",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,429 @@
+"""``agentworld models list|pull|rm|path`` and ``agentworld doctor``.
+
+Registered by cli.py; nothing heavy is imported until a command runs. Failures are one line
+on stderr and a non-zero exit code (through UserError), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from agentworld_tui.launch import UserError
+
+if TYPE_CHECKING:
+    from agentworld_tui.models.catalog import Catalog, CatalogEntry
+    from agentworld_tui.models.download import PullProgress
+    from agentworld_tui.models.fit import FitVerdict
+    from agentworld_tui.models.hardware import LlamaBuild, MachineMemory
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: argparse.ArgumentParser
+) -> None:
+    models = sub.add_parser("models", help="list, download and remove models")
+    actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    listing = actions.add_parser("list", help="the catalog: downloaded or not, size, fit")
+    listing.add_argument("--ctx", type=int, default=0, metavar="N", help="context for the fit")
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
+    listing.set_defaults(handler=cmd_list)
+
+    pull = actions.add_parser("pull", help="download a model (resumes an interrupted one)")
+    pull.add_argument("model", metavar="NAME|REPO:QUANT")
+    pull.add_argument("--use", action="store_true", help="also make it the model in config.toml")
+    pull.set_defaults(handler=cmd_pull)
+
+    remove = actions.add_parser("rm", help="delete a downloaded model from the cache")
+    remove.add_argument("model", metavar="NAME|REPO:QUANT")
+    remove.set_defaults(handler=cmd_rm)
+
+    path = actions.add_parser("path", help="print the local path of a downloaded model")
+    path.add_argument("model", metavar="NAME|REPO:QUANT")
+    path.set_defaults(handler=cmd_path)
+
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[engine],
+        help="llama.cpp build, GPUs, memory, and whether the configured model fits",
+    )
+    doctor.set_defaults(handler=cmd_doctor)
+
+
+def _catalog() -> Catalog:
+    from agentworld_tui.models.catalog import load_catalog
+
+    catalog = load_catalog()
+    for problem in catalog.problems:
+        print(f"agentworld: models.toml: {problem}", file=sys.stderr)
+    return catalog
+
+
+def _entry(catalog: Catalog, text: str) -> CatalogEntry:
+    from agentworld_tui.models.catalog import CatalogError, resolve
+
+    try:
+        return resolve(catalog, text)
+    except CatalogError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _gpu_offload() -> tuple[bool, LlamaBuild | None]:
+    from agentworld_tui.models.hardware import llama_build
+
+    build = llama_build()
+    return bool(build and build.gpu_offload), build
+
+
+def _fit_of(
+    entry: CatalogEntry,
+    catalog: Catalog,
+    machine: MachineMemory,
+    gpu_offload: bool,
+    n_ctx: int,
+) -> FitVerdict:
+    from agentworld_tui.models.cache import local_path
+    from agentworld_tui.models.fit import estimate_entry_fit, estimate_fit
+
+    path = local_path(entry)
+    if path is not None:
+        try:
+            return estimate_fit(
+                path,
+                n_ctx,
+                machine=machine,
+                gpu_offload=gpu_offload,
+                entry=entry,
+                catalog=catalog,
+            )
+        except ValueError:
+            pass  # an unreadable header: fall back to the catalog's figures
+    return estimate_entry_fit(
+        entry, n_ctx, machine=machine, gpu_offload=gpu_offload, catalog=catalog
+    )
+
+
+_STATUS_WORDS = {"fits": "fits", "tight": "tight", "does_not_fit": "too big"}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from agentworld_tui.models.cache import find_local, hub_cache_dir, partial_bytes
+    from agentworld_tui.models.fit import gib, recommend
+    from agentworld_tui.models.hardware import machine_memory
+
+    catalog = _catalog()
+    machine = machine_memory()
+    offload, build = _gpu_offload()
+    best = recommend(catalog, machine, gpu_offload=offload, n_ctx=args.ctx)
+    rows = []
+    for entry in catalog.entries:
+        local = find_local(entry)
+        verdict = _fit_of(entry, catalog, machine, offload, args.ctx)
+        size = local.size_bytes if local else entry.size_bytes
+        state = "downloaded" if local else ("partial" if partial_bytes(entry) else "-")
+        rows.append((entry, local, verdict, size, state))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "models": [
+                        {
+                            "name": e.name,
+                            "repo": e.repo,
+                            "quant": e.quant,
+                            "size_bytes": size,
+                            "description": e.description,
+                            "fallback": e.fallback,
+                            "default": e.name == catalog.default,
+                            "recommended": best is not None and e.name == best.name,
+                            "downloaded": local is not None,
+                            "path": str(local.first) if local else None,
+                            "fit": v.status,
+                            "memory_bytes": v.estimate.total,
+                            "n_ctx": v.estimate.n_ctx,
+                        }
+                        for e, local, v, size, _state in rows
+                    ],
+                    "ram_total": machine.ram_total,
+                    "gpus": [g.name for g in machine.gpus],
+                    "cache_dir": str(hub_cache_dir()),
+                }
+            )
+        )
+        return 0
+    name_width = max([len(e.name) for e in catalog.entries] + [4])
+    quant_width = max([len(e.quant) for e in catalog.entries] + [5])
+    print(
+        f"  {'NAME':<{name_width}}  {'QUANT':<{quant_width}}  {'SIZE':>8}  "
+        f"{'STATE':<10}  {'FIT':<7}  NEEDS"
+    )
+    for entry, _local, verdict, size, state in rows:
+        mark = ">" if best is not None and entry.name == best.name else " "
+        size_text = f"{size / 1e9:.1f} GB" if size else "?"
+        note = "  fallback" if entry.fallback else ""
+        print(
+            f"{mark} {entry.name:<{name_width}}  {entry.quant:<{quant_width}}  {size_text:>8}  "
+            f"{state:<10}  {_STATUS_WORDS[verdict.status]:<7}  "
+            f"{gib(verdict.estimate.total)}{note}"
+        )
+    where = (
+        ", ".join(f"{g.name} {gib(g.total_bytes)}" for g in machine.gpus)
+        if machine.gpus
+        else "no GPU visible"
+    )
+    kind = build.kind if build else "not installed"
+    ctx = rows[0][2].estimate.n_ctx if rows else args.ctx
+    print(
+        f"\n> recommended for this machine. Fit at {ctx} tokens of context; "
+        f"{gib(machine.ram_total)} RAM, {where}; llama.cpp: {kind}.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+class ProgressBar:
+    """Draws pull progress on a terminal; on a pipe, prints a line every 10 %."""
+
+    def __init__(self, stream: TextIO, label: str) -> None:
+        self.stream = stream
+        self.label = label
+        self.tty = stream.isatty()
+        self.last_draw = 0.0
+        self.last_tenth = -1
+        self.drawn = False
+
+    def __call__(self, progress: PullProgress) -> None:
+        from agentworld_tui.models.download import format_bytes, format_duration
+
+        now = time.monotonic()
+        if progress.phase == "check":
+            text = (
+                f"{self.label}: checking the part already downloaded {format_bytes(progress.done)}"
+            )
+        else:
+            part = (
+                f" part {progress.file_index}/{progress.file_count}"
+                if progress.file_count > 1
+                else ""
+            )
+            text = (
+                f"{self.label}: {progress.fraction * 100:5.1f}%  "
+                f"{format_bytes(progress.done)} / {format_bytes(progress.total)}  "
+                f"{format_bytes(progress.speed)}/s  {format_duration(progress.eta)} left{part}"
+            )
+        if self.tty:
+            if progress.phase != "done" and now - self.last_draw < 0.1:
+                return
+            self.last_draw = now
+            width = shutil.get_terminal_size((100, 20)).columns
+            bar_width = max(10, min(30, width - len(text) - 4))
+            filled = int(bar_width * progress.fraction)
+            line = f"[{'#' * filled}{'.' * (bar_width - filled)}] {text}"
+            self.stream.write("\r" + line[: width - 1].ljust(width - 1))
+            self.drawn = True
+        else:
+            tenth = int(progress.fraction * 10)
+            if tenth == self.last_tenth and progress.phase != "done":
+                return
+            self.last_tenth = tenth
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from agentworld_tui.models.cache import find_local
+    from agentworld_tui.models.download import (
+        DownloadError,
+        check_disk_room,
+        fetch,
+        format_bytes,
+        plan_download,
+    )
+    from agentworld_tui.models.hardware import machine_memory
+
+    catalog = _catalog()
+    entry = _entry(catalog, args.model)
+    found = find_local(entry)
+    if found is not None:
+        print(f"agentworld: {entry.name} is already downloaded", file=sys.stderr)
+        path = found.first
+    else:
+        offload, _build = _gpu_offload()
+        verdict = _fit_of(entry, catalog, machine_memory(), offload, 0)
+        if verdict.status != "fits":
+            print(f"agentworld: warning: {entry.name} {verdict.summary()}", file=sys.stderr)
+        bar = ProgressBar(sys.stderr, entry.name)
+        cancel = threading.Event()
+        try:
+            plan = plan_download(entry)
+            check_disk_room(plan)
+            files = ", ".join(f.path for f in plan.files)
+            resumed = plan.total_bytes - plan.needed_bytes
+            print(
+                f"agentworld: pulling {entry.repo}: {files} ({format_bytes(plan.total_bytes)}"
+                + (f", {format_bytes(resumed)} already here" if resumed else "")
+                + ")",
+                file=sys.stderr,
+            )
+            path = fetch(plan, bar, cancel)
+        except DownloadError as exc:
+            bar.close()
+            raise UserError(str(exc)) from None
+        except KeyboardInterrupt:
+            cancel.set()
+            bar.close()
+            print(
+                "agentworld: download interrupted; run the same command again to resume",
+                file=sys.stderr,
+            )
+            return 130
+        bar.close()
+    if args.use:
+        _use_model(str(path))
+    print(path)
+    return 0
+
+
+def _use_model(path: str) -> None:
+    from agentworld_tui.config import load_settings, save_settings
+
+    loaded = load_settings()
+    loaded.settings.model.path = path
+    written = save_settings(loaded.settings, loaded.path)
+    print(f"agentworld: {written} now uses this model", file=sys.stderr)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    from agentworld_tui.models.cache import remove
+    from agentworld_tui.models.download import format_bytes
+
+    entry = _entry(_catalog(), args.model)
+    try:
+        removed = remove(entry)
+    except OSError as exc:
+        raise UserError(f"cannot remove {entry.name}: {exc}") from None
+    if not removed.files:
+        raise UserError(f"{entry.name} is not downloaded")
+    print(
+        f"removed {entry.name}: {removed.files} file(s), {format_bytes(removed.bytes_freed)} freed"
+    )
+    return 0
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    from agentworld_tui.models.cache import local_path
+
+    entry = _entry(_catalog(), args.model)
+    path = local_path(entry)
+    if path is None:
+        raise UserError(f"{entry.name} is not downloaded; run: agentworld models pull {entry.name}")
+    print(path)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentworld_tui.launch import settings_from_args
+    from agentworld_tui.models.cache import hub_cache_dir
+    from agentworld_tui.models.fit import estimate_fit, gib, read_shape, recommend
+    from agentworld_tui.models.hardware import gpu_reinstall_command, machine_memory
+
+    settings = settings_from_args(args)
+    catalog = _catalog()
+    machine = machine_memory()
+    offload, build = _gpu_offload()
+    out: list[tuple[str, str]] = []
+    if build is None:
+        out.append(("llama.cpp", "llama-cpp-python is not installed or fails to load"))
+    else:
+        offload_text = "GPU offload available" if build.gpu_offload else "no GPU offload"
+        out.append(
+            ("llama.cpp", f"llama-cpp-python {build.version}, {build.kind} build ({offload_text})")
+        )
+        out.append(("", build.system_info))
+    if machine.gpus:
+        for gpu in machine.gpus:
+            out.append(
+                (
+                    "GPU",
+                    f"{gpu.index}: {gpu.name}, {gib(gpu.total_bytes)} ({gib(gpu.free_bytes)} free)",
+                )
+            )
+    elif machine.unified:
+        out.append(("GPU", "Apple Silicon: the GPU shares the RAM (Metal)"))
+    else:
+        out.append(("GPU", "none visible (no nvidia-smi, or it reports no GPU)"))
+    out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
+    out.append(("HF cache", str(hub_cache_dir())))
+    status = 0
+    if settings.server.url:
+        out.append(("model", f"remote server {settings.server.url} (no local model needed)"))
+    elif not settings.model.path:
+        out.append(("model", "none configured: agentworld models pull NAME --use"))
+    else:
+        path = Path(settings.model.path).expanduser()
+        out.append(("model", str(path)))
+        try:
+            shape = read_shape(path)
+            verdict = estimate_fit(
+                path, settings.model.n_ctx, machine=machine, gpu_offload=offload, catalog=catalog
+            )
+        except (ValueError, OSError) as exc:
+            out.append(("", f"cannot read it: {exc}"))
+            status = 1
+        else:
+            out.append(
+                (
+                    "",
+                    f"{shape.architecture}, {shape.n_layers} layers ({shape.attention_layers} "
+                    f"with a KV cache), {shape.kv_bytes_per_token / 1024:.0f} KiB of KV per token",
+                )
+            )
+            out.append(("fit", verdict.summary()))
+            for note in (*verdict.notes, *verdict.estimate.assumptions):
+                out.append(("", note))
+    best = recommend(catalog, machine, gpu_offload=offload)
+    out.append(
+        (
+            "catalog",
+            f"recommended here: {best.name}" if best else "no catalog model fits this machine",
+        )
+    )
+    if build is not None and not build.gpu_offload:
+        command = gpu_reinstall_command(machine, build.version)
+        if command is not None:
+            out.append(
+                (
+                    "GPU build",
+                    f"this llama.cpp build cannot use the {command[0]} GPU; under pipx rebuild it:",
+                )
+            )
+            out.append(("", command[1]))
+        else:
+            out.append(
+                ("GPU build", "no usable GPU found; on a machine with one, rebuild llama.cpp with:")
+            )
+            for flag in ("-DGGML_CUDA=on", "-DGGML_METAL=on", "-DGGML_VULKAN=on"):
+                out.append(
+                    (
+                        "",
+                        f'CMAKE_ARGS="{flag}" pipx runpip agentworld-tui install '
+                        "--force-reinstall --no-cache-dir llama-cpp-python",
+                    )
+                )
+    width = max(len(label) for label, _ in out)
+    for label, text in out:
+        print(f"{label:<{width}}  {text}" if label else f"{'':<{width}}  {text}")
+    return status
