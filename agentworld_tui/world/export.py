@@ -84,7 +84,7 @@ def agentworldbench_jsonl(sessions: Iterable[Session]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = True) -> dict[str, Any]:
+def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = False) -> dict[str, Any]:
     """The shown branch of each session as plain data, for scripts."""
     out: list[dict[str, Any]] = []
     for session in sessions:
@@ -115,7 +115,7 @@ def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = True) -> d
     }
 
 
-def json_transcript(sessions: Iterable[Session], *, reasoning: bool = True) -> str:
+def json_transcript(sessions: Iterable[Session], *, reasoning: bool = False) -> str:
     return dump_json(transcript_dict(sessions, reasoning=reasoning), indent=2) + "\n"
 
 
