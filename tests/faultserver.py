@@ -37,7 +37,7 @@ class Reply:
     hang: bool = False
     """Accept the request and never answer."""
     hang_after: int = -1
-    """Send this many delta chunks, then go silent."""
+    """Send this many delta chunks, then go silent (all of them: before the finish chunk)."""
     cut_after: int = -1
     """Send this many delta chunks, then drop the connection in the middle of the body."""
     chunked: bool = True
@@ -63,6 +63,8 @@ class FaultServer:
     )
     api_key: str | None = None
     """When set, every request must carry ``Authorization: Bearer <api_key>``."""
+    port_wanted: int = 0
+    """0 picks a free port; a fixed one lets a test restart a server where it was."""
     tokenize: bool = False
     """Serve vLLM's ``POST /tokenize`` (a count of four characters per token)."""
     default: Reply = field(default_factory=lambda: Reply(content=["hello"]))
@@ -81,7 +83,7 @@ class FaultServer:
         class Handler(_Handler):
             owner = server
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_wanted), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -185,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         deltas += [{"content": text} for text in reply.content]
         try:
             self._event(reply, _chunk(model, {"role": "assistant", "content": ""}, None))
-            for sent, delta in enumerate(deltas):
+            for sent, delta in enumerate([*deltas, None]):  # None: before the finish chunk
                 if sent == reply.cut_after:
                     self._cut()
                     return
@@ -197,7 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._event(reply, {"error": error})
                     self._end(reply)
                     return
-                self._event(reply, _chunk(model, delta, None))
+                if delta is not None:
+                    self._event(reply, _chunk(model, delta, None))
             self._event(reply, _chunk(model, {}, reply.finish_reason))
             if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
                 usage_chunk = _chunk(model, {}, None)
