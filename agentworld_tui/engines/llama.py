@@ -48,7 +48,8 @@ native_log = logging.getLogger("agentworld.llama_cpp")
 
 DEFAULT_N_CTX = 32768
 CLOSE_REASONING = "</think>\n\n"
-_LEVELS = {0: logging.CRITICAL, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+# ggml_log_level: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5 (continues the last one).
+_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 _log_callback: Any = None
 
 

@@ -18,6 +18,7 @@ from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.engines.queue import EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
 from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.panes.generic import GenericPane
 from agentworld_tui.ui.panes.terminal import TerminalPane
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
@@ -67,9 +68,7 @@ class AgentWorldApp(App[int]):
     def compose(self) -> ComposeResult:
         with TabbedContent(id="tabs"):
             for name, domain in DOMAINS.items():
-                pane_class = PANES.get(name)
-                if pane_class is None:
-                    continue
+                pane_class = PANES.get(name, GenericPane)
                 with TabPane(domain.title, id=f"tab-{name}"):
                     yield pane_class(domain, first_scenario(name), id=f"pane-{name}")
         yield StatusBar(id="status")

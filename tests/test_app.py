@@ -1,0 +1,217 @@
+"""The real app driven with Pilot, on scripted tiny models running in the real llama.cpp."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from ggufgen import write_scripted_model
+
+from agentworld_tui.config import Settings
+from agentworld_tui.ui.app import AgentWorldApp
+from agentworld_tui.ui.panes.base import DomainPane
+
+LS_SCRIPT = (
+    "checking the cwd</think><predicted_observation>user@devbox:~/project$ ls\n"
+    "README.md  src\nuser@devbox:~/project$</predicted_observation>"
+)
+
+
+def long_reasoning(pieces: int) -> list[str]:
+    """Distinct pieces: a long reasoning, then a short answer."""
+    words = [f"step{i:05d} " for i in range(pieces)]
+    return [
+        *words,
+        "</think>",
+        "<predicted_observation>",
+        "done\n",
+        "$ ",
+        "</predicted_observation>",
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture(scope="module")
+def ls_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_scripted_model(tmp_path_factory.mktemp("m") / "ls.gguf", LS_SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_scripted_model(tmp_path_factory.mktemp("m") / "slow.gguf", long_reasoning(1000))
+
+
+def make_app(model: Path | None, **generation: object) -> AgentWorldApp:
+    settings = Settings()
+    settings.model.threads = 2
+    if model is not None:
+        settings.model.path = str(model)
+    for key, value in generation.items():
+        setattr(settings.generation, key, value)
+    return AgentWorldApp(settings)
+
+
+async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)  # type: ignore[attr-defined]
+
+
+def pane(app: AgentWorldApp) -> DomainPane:
+    active = app.active_pane
+    assert active is not None
+    return active
+
+
+async def test_command_streams_into_terminal_and_reasoning(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        terminal = pane(app)
+        assert terminal.screen_view.text.splitlines() == [
+            "user@devbox:~/project$ ls",
+            "README.md  src",
+            "user@devbox:~/project$",
+        ]
+        assert terminal.reasoning.view.text == "checking the cwd"
+        turn = terminal.session.turns[0]
+        assert turn.status == "complete"
+        assert turn.action.payload == [{"keystrokes": "ls\n", "duration": 1.0}]
+        status = str(app.query_one("#status").render())
+        assert "ls.gguf" in status and "CPU" in status and "ctx" in status
+
+
+async def test_control_keys_and_queued_entries_form_one_action(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"vim notes.txt", "f2", *"ihello", "ctrl+c")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        payload = pane(app).session.turns[0].action.payload
+        assert [e["keystrokes"] for e in payload] == ["vim notes.txt\n", "ihello\n", "C-c"]
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: len(pane(app).session.turns) == 2 and not pane(app).busy)
+        wait_entry = pane(app).session.turns[1].action.payload
+        assert wait_entry == [{"keystrokes": "", "duration": 5.0}]
+
+
+async def test_escape_stops_and_retry_keeps_the_earlier_answer(slow_model: Path) -> None:
+    app = make_app(slow_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"make", "enter")
+        await wait_for(pilot, lambda: pane(app).status.reasoning_tokens > 0)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane(app).busy)
+        turn = pane(app).session.turns[0]
+        assert turn.status == "interrupted"
+        assert turn.reasoning.startswith("step00000")
+        assert "[stopped by you]" in pane(app).screen_view.text
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: not pane(app).busy and turn.status != "pending")
+        assert turn.status == "complete"
+        assert turn.observation == "done\n$"
+        assert turn.attempts[0]["status"] == "interrupted"
+
+
+async def test_answer_now_ends_reasoning_in_the_same_generation(slow_model: Path) -> None:
+    app = make_app(slow_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"make", "enter")
+        await wait_for(pilot, lambda: pane(app).status.reasoning_tokens > 0)
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: not pane(app).busy)
+        turn = pane(app).session.turns[0]
+        # The scripted model continues its script after the injected </think>, so the
+        # observation is whatever follows; what matters is that reasoning stopped early.
+        assert turn.stats["reasoning_tokens"] < 1000
+        assert turn.stats["evaluated_prompt_tokens"] == turn.stats["prompt_tokens"]
+
+
+async def test_history_that_does_not_fit_is_left_out_and_said(tmp_path: Path) -> None:
+    answer = "".join(f"line {i:03d} of output\n" for i in range(40))
+    model = write_scripted_model(
+        tmp_path / "long.gguf",
+        f"ok</think><predicted_observation>{answer}$ </predicted_observation>",
+        n_ctx_train=4096,
+    )
+    app = make_app(model, max_tokens=400)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        for command in ("one", "two", "three", "four"):
+            await pilot.press(*command, "enter")
+            await wait_for(pilot, lambda: not pane(app).busy)
+        last = pane(app).session.turns[-1]
+        assert last.omitted_turns > 0
+        assert pane(app).status.omitted_turns == last.omitted_turns
+        assert any("no longer fit" in n.message for n in app._notifications)
+
+
+async def test_app_without_a_model_explains_how_to_give_one() -> None:
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        text = pane(app).screen_view.text
+        assert "agentworld --model PATH.gguf" in text
+        await pilot.press(*"ls", "enter")
+        await pilot.pause()
+        assert not pane(app).session.turns
+        error = str(pane(app).query_one("#action-error").render())
+        assert "no model configured" in error
+
+
+async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model at all")
+    app = make_app(bogus)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: bool(app.engine_error))
+        assert "not a GGUF model file" in app.engine_error
+        assert "not a GGUF model file" in pane(app).screen_view.text
+
+
+async def test_hostile_output_is_shown_harmlessly(tmp_path: Path) -> None:
+    hostile = "\x1b]0;pwned\x07[bold red]x[/]\x1b[2J"
+    model = write_scripted_model(
+        tmp_path / "hostile.gguf",
+        [
+            "think",
+            "</think>",
+            "<predicted_observation>",
+            hostile,
+            "\nend",
+            "</predicted_observation>",
+        ],
+    )
+    app = make_app(model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"cat x", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        shown = pane(app).screen_view.text
+        assert "[bold red]x[/]" in shown  # markup shown literally, never interpreted
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert pane(app).session.turns[0].observation.startswith("\x1b]0;pwned")
+
+
+async def test_help_screen_lists_the_bindings(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f1")
+        await pilot.pause()
+        rows = dict(app._key_table())
+        assert "escape" in rows and "Ctrl+r" in rows and "f2" in rows
+        assert app.screen.__class__.__name__ == "HelpScreen"
