@@ -39,7 +39,7 @@ def highlight(code: str, lexer_name: str) -> list[Text]:
     found = lexer(lexer_name)
     if found is None or len(code) > _HIGHLIGHT_LIMIT:
         return [Text(line) for line in code.split("\n")]
-    syntax = Syntax("", found, theme=THEME, background_color="default")
+    syntax = Syntax("", found, theme=THEME)
     text = syntax.highlight(code)
     text.style = ""  # the view's own background shows through
     text.rstrip()
