@@ -425,6 +425,21 @@ def _cut(text: str, width: int) -> str:
     return "".join(out)
 
 
+def _span(start: int, end: int, pixels: int, cells: int) -> tuple[int, int]:
+    """Pixels [start, end) as cells (first, last), each edge rounded to the nearest cell
+    boundary so that views side by side never share a cell; at least one cell."""
+    first = min(cells - 1, math.floor(start * cells / pixels + 0.5))
+    last = min(cells, math.floor(end * cells / pixels + 0.5)) - 1
+    return first, max(first, last)
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells, with an ellipsis where something was cut."""
+    if _text_width(text) <= width:
+        return text
+    return _cut(text, width - 1) + "…" if width > 1 else _cut(text, width)
+
+
 @dataclass(frozen=True)
 class Wireframe:
     """The drawn screen and the geometry to map cells back to nodes and pixels."""
@@ -445,11 +460,9 @@ class Wireframe:
         y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
         if x2 <= x1 or y2 <= y1:
             return None
-        c1 = sx + min(sw - 1, x1 * sw // width)
-        c2 = sx + max(c1 - sx, min(sw, math.ceil(x2 * sw / width)) - 1)
-        r1 = sy + min(sh - 1, y1 * sh // height)
-        r2 = sy + max(r1 - sy, min(sh, math.ceil(y2 * sh / height)) - 1)
-        return c1, r1, c2, r2
+        c1, c2 = _span(x1, x2, width, sw)
+        r1, r2 = _span(y1, y2, height, sh)
+        return sx + c1, sy + r1, sx + c2, sy + r2
 
     def _covering(self, col: int, row: int) -> list[UINode]:
         found = []
@@ -496,7 +509,8 @@ def layout(hierarchy: str, cols: int, rows: int) -> Wireframe:
     Clickable and editable views get a box where they are at least 3 rows high and 4
     columns wide (heavy when focused), otherwise brackets (``[OK]``; ``«Name»`` when
     focused); inputs show their text followed by ``_`` up to their width; checkable
-    views show ``[x]``/``[ ]``; other views with text show it. Views are drawn in
+    views show ``[x]``/``[ ]``; other views with text show it, and an icon whose
+    description does not fit its width shows ``▣``. Views are drawn in
     document order, so children sit on top of their parents; a boxed view clears what
     is under it, as a dialog covers the screen behind it.
     """
@@ -549,7 +563,11 @@ def _draw(canvas: _Canvas, node: UINode, box: tuple[int, int, int, int], inner_t
         label = ("[x] " if node.checked else "[ ] ") + label
     if not label and not node.interactive:
         return
-    boxed = node.interactive and height >= 3 and width >= 4
+    if not node.interactive and not node.text and _text_width(label) > width:
+        label = "▣"  # an icon whose description does not fit: mark it, do not spill text
+    # A clickable row whose texts are its children's is left to them: a box would only
+    # collide with their lines.
+    boxed = node.interactive and not inner_text and height >= 3 and width >= 4
     if boxed:
         tl, h, tr, v, bl, br = tuple(_HEAVY if node.focused else _LIGHT)
         for row in range(r1, r2 + 1):
@@ -562,7 +580,8 @@ def _draw(canvas: _Canvas, node: UINode, box: tuple[int, int, int, int], inner_t
             canvas.put(c2, row, v)
         c1, r1, c2, r2 = c1 + 1, r1 + 1, c2 - 1, r2 - 1
         width, height = c2 - c1 + 1, r2 - r1 + 1
-    elif node.interactive and not node.editable and label and not node.checkable:
+    bracketed = node.interactive and not node.editable and bool(label) and not node.checkable
+    if not boxed and bracketed:
         label = ("«" + label + "»") if node.focused else ("[" + label + "]")
     if not label:
         return
@@ -571,13 +590,16 @@ def _draw(canvas: _Canvas, node: UINode, box: tuple[int, int, int, int], inner_t
         line = text + "_" * (width - _text_width(text))
         canvas.write(c1, r1 + (height - 1) // 2, line, c2 + 1)
         return
-    wrapped = textwrap.wrap(label, width=max(1, width)) or [label]
+    closing = label[-1] if not boxed and bracketed else ""
+    wrapped = textwrap.wrap(label, width=max(1, width), break_long_words=False) or [label]
     if len(wrapped) > height:
-        wrapped = [*wrapped[: height - 1], _cut(" ".join(wrapped[height - 1 :]), width)]
+        wrapped = [*wrapped[: height - 1], " ".join(wrapped[height - 1 :])]
+    wrapped = [_fit(line, width) for line in wrapped]
+    if closing and not wrapped[-1].endswith(closing):
+        wrapped[-1] = _fit(wrapped[-1][:-1] + "……", width - 1) + closing
     top = r1 + (height - len(wrapped)) // 2
     centred = node.interactive and not node.checkable
     for k, line in enumerate(wrapped):
-        line = _cut(line, width)
         col = c1 + (width - _text_width(line)) // 2 if centred else c1
         canvas.write(col, top + k, line, c2 + 1)
 
@@ -591,6 +613,11 @@ def node_action(node: UINode, kind: str = "tap") -> dict[str, Any]:
     if kind not in ("tap", "long_press"):
         raise ValueError(f"no node action {kind!r}")
     return {"action": kind, "element": node.reference(), "x": max(0, x), "y": max(0, y)}
+
+
+def _goal(scenario: Scenario) -> str:
+    goal = str(scenario.extras.get("goal", "") or "").strip()
+    return f"The agent's goal, for context (the apps do not know it): {goal}" if goal else ""
 
 
 class AndroidDomain:
@@ -630,7 +657,7 @@ class AndroidDomain:
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
         return {
             "scenario": scenario.description,
-            "goal": str(scenario.extras.get("goal", "") or "").strip(),
+            "goal": _goal(scenario),
         }
 
     def observation_lexer(self, action: Action, observation: str) -> str:

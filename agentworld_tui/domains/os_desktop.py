@@ -86,7 +86,11 @@ class OsDomain:
         )
 
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
-        return {"scenario": scenario.description, "instruction": task_instruction(scenario)}
+        instruction = task_instruction(scenario)
+        return {
+            "scenario": scenario.description,
+            "instruction": f"The user's task for the agent: {instruction}" if instruction else "",
+        }
 
     def observation_lexer(self, action: Action, observation: str) -> str:
         return "xml" if observation.lstrip().startswith("<") else "text"

@@ -127,6 +127,11 @@ def file_lexer(path: str) -> str:
     return _NAMED.get(pure.name) or _LEXERS.get(pure.suffix.lower(), "text")
 
 
+def _titled(title: str, value: object) -> str:
+    text = str(value or "").strip()
+    return f"{title}:\n{text}" if text else ""
+
+
 class SweDomain:
     name = "swe"
     title = "SWE"
@@ -171,7 +176,7 @@ class SweDomain:
             tools = list(SWE_TOOLS)
         return {
             "scenario": scenario.description,
-            "task": str(scenario.extras.get("task", "") or "").strip(),
+            "task": _titled("The task the agent works on", scenario.extras.get("task")),
             "tools": tool_definitions(tools),
         }
 

@@ -87,7 +87,9 @@ def tool_from_dict(data: Any, where: str = "tool") -> Tool:
 
 def tools_from_data(data: Any) -> list[Tool]:
     """Tools from a list of definitions, ``{"tools": [...]}``, or a JSON-RPC ``tools/list``
-    response (``{"result": {"tools": [...]}}``)."""
+    response (``{"result": {"tools": [...]}}``); any of these may also come as JSON text."""
+    if isinstance(data, str):
+        return tools_from_json(data)
     if isinstance(data, dict):
         if isinstance(data.get("error"), dict):
             message = data["error"].get("message", "unknown error")

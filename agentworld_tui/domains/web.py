@@ -258,6 +258,7 @@ class PageElement:
     line: int
     """0-based line of the state text it sits on."""
     depth: int
+    """Nesting level: leading tabs (two spaces count as one)."""
     properties: str = ""
     options: tuple[str, ...] = field(default=())
     """For a list box or combo box: the texts of the options under it."""
@@ -296,9 +297,10 @@ def elements(state: str) -> list[PageElement]:
     rows: list[tuple[re.Match[str], int, int]] = []
     lines = state.splitlines()
     for i, line in enumerate(lines):
-        match = _ELEMENT.match(line.expandtabs(4))
+        match = _ELEMENT.match(line)
         if match:
-            rows.append((match, i, len(match.group("indent"))))
+            indent = match.group("indent")
+            rows.append((match, i, indent.count("\t") + indent.count(" ") // 2))
     found: list[PageElement] = []
     for k, (match, line_no, indent) in enumerate(rows):
         role = match.group("role")
@@ -358,6 +360,11 @@ def page_diff(old: str, new: str, context: int = 3) -> str:
     return "\n".join(lines)
 
 
+def _goal(scenario: Scenario) -> str:
+    goal = str(scenario.extras.get("goal", "") or "").strip()
+    return f"The agent's goal, for context (the page does not know it): {goal}" if goal else ""
+
+
 class WebDomain:
     name = "web"
     title = "Web"
@@ -384,7 +391,7 @@ class WebDomain:
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
         return {
             "scenario": scenario.description,
-            "goal": str(scenario.extras.get("goal", "") or "").strip(),
+            "goal": _goal(scenario),
             "actions": "\n".join(signature(n) for n in ACTIONS),
         }
 
