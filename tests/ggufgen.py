@@ -251,10 +251,11 @@ def write_recurrent_model(
         writer.add_tensor(blk + "ssm_x.weight", weight(dt_rank + 2 * d_state, d_inner))
         writer.add_tensor(blk + "ssm_dt.weight", weight(d_inner, dt_rank))
         writer.add_tensor(blk + "ssm_dt.bias", np.full(d_inner, -2.0, dtype=np.float32))
-        # A = -exp(A_log): negative, so the state decays and stays bounded.
-        a = -np.tile(np.arange(1, d_state + 1, dtype=np.float32), (d_inner, 1))
+        # A = -exp(A_log) < 0: the state decays and stays bounded; the slow modes remember
+        # tokens from hundreds of positions back, so the whole history shapes the logits.
+        a = -np.tile(np.geomspace(0.001, 1.0, d_state, dtype=np.float32), (d_inner, 1))
         writer.add_tensor(blk + "ssm_a", a)
-        writer.add_tensor(blk + "ssm_d", np.ones(d_inner, dtype=np.float32))
+        writer.add_tensor(blk + "ssm_d", np.zeros(d_inner, dtype=np.float32))
         writer.add_tensor(blk + "ssm_out.weight", weight(n_embd, d_inner, scale=mixing))
     _finish(writer)
     return path

@@ -211,6 +211,7 @@ class LlamaEngine:
         check_gguf(self.model_path)
         say("starting llama.cpp")
         import llama_cpp
+        from jinja2 import TemplateError
 
         route_native_logs()
         from agentworld_tui.config import physical_cores
@@ -241,6 +242,8 @@ class LlamaEngine:
                 )
         except (ValueError, RuntimeError, OSError) as exc:
             raise EngineError(self._load_failure(str(exc), n_ctx)) from exc
+        except TemplateError as exc:  # llama-cpp-python compiles the file's templates
+            raise EngineError(f"the model's chat template does not compile: {exc}") from exc
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
         self._gpu_layers = (self._n_layer + 1 if gpu_layers < 0 else gpu_layers) if offload else 0
         self._hybrid = bool(
@@ -371,9 +374,10 @@ class LlamaEngine:
                     control.take_answer_request()
                     or (params.reasoning_budget and reasoning_tokens >= params.reasoning_budget)
                 ):
-                    if llm.n_tokens + 8 >= n_ctx:
+                    close = llm.tokenize(CLOSE_REASONING.encode(), add_bos=False, special=True)
+                    if llm.n_tokens + len(close) >= n_ctx:
                         break
-                    llm.eval(llm.tokenize(CLOSE_REASONING.encode(), add_bos=False, special=True))
+                    llm.eval(close)
                     yield from self._events(splitter, CLOSE_REASONING, generated, reasoning_tokens)
                 token = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
                 if first_token_at is None:
@@ -395,11 +399,11 @@ class LlamaEngine:
                 yield from self._events(splitter, tail, generated, reasoning_tokens)
         finally:
             llama_cpp.llama_sampler_free(sampler)
-        split, reasoning_delta, answer_delta, _ = splitter.finish()
+        split, reasoning_delta, answer_delta, reset = splitter.finish()
         if reasoning_delta:
             yield ReasoningDelta(reasoning_delta, generated, reasoning_tokens)
-        if answer_delta:
-            yield AnswerDelta(answer_delta, generated)
+        if answer_delta or reset:
+            yield AnswerDelta(answer_delta, generated, reset)
         stats = GenerationStats(
             prompt_tokens=len(tokens),
             evaluated_prompt_tokens=evaluated,
