@@ -158,3 +158,13 @@ def test_branches_survive_save_and_load(tmp_path) -> None:
     # the shown branch's turns are stored once, under "turns"
     data = session.to_dict()
     assert [("turns" in b) for b in data["branches"]] == [True, False]
+
+
+def test_a_replaced_turns_list_is_what_the_branch_keeps() -> None:
+    session = three_turns()
+    session.turns = session.turns[:2]  # a caller may rebind the list; the branch follows
+    session.fork(1)
+    session.finish_turn(session.turns[-1], observation="x", reasoning="", status="complete")
+    session.switch_branch(1)
+    assert [t.number for t in session.turns] == [1, 2]
+    assert session.to_dict()["turns"] == [t.to_dict() for t in session.turns]

@@ -291,10 +291,11 @@ class Session:
         self._check_idle()
         if not 1 <= number <= len(self.turns):
             raise HistoryError(f"there is no turn {number} to branch from")
+        left = self.branch  # (reading it keeps its turns in step with ``turns``)
         old = self.turns[number - 1]
         kept = [copy.deepcopy(t) for t in self.turns[: number - 1]]
         branch = Branch(
-            max(b.id for b in self.branches) + 1, kept, parent=self.branch_id, fork_turn=number
+            max(b.id for b in self.branches) + 1, kept, parent=left.id, fork_turn=number
         )
         self.branches.append(branch)
         self.branch_id, self.turns = branch.id, kept
