@@ -213,8 +213,8 @@ def server() -> Iterator[FaultServer]:
         yield running
 
 
-def connected(server: FaultServer, **kwargs: object) -> RemoteEngine:
-    engine = RemoteEngine(server.url, timeout=kwargs.pop("timeout", 5.0), **kwargs)  # type: ignore[arg-type]
+def connected(server: FaultServer, *, timeout: float = 5.0) -> RemoteEngine:
+    engine = RemoteEngine(server.url, timeout=timeout)
     engine.load()
     return engine
 
@@ -299,8 +299,14 @@ def test_max_tokens_capped_to_the_servers_context(server: FaultServer) -> None:
     too_long = [{"role": "user", "content": "x" * 5000}]
     done = finished(list(engine.stream(too_long, PARAMS, GenerationControl())))
     assert done.stats.stop_reason == "error"
-    assert "holds 1000" in done.error
+    assert "the context holds 1000" in done.error
     assert len(server.chat_requests()) == 1  # refused before sending
+
+    capped = RemoteEngine(server.url, n_ctx=600)  # --ctx caps what the server offers
+    capped.load()
+    assert capped.info.n_ctx == 600
+    finished(list(capped.stream(MESSAGES, GenerationParams(max_tokens=32768), GenerationControl())))
+    assert 400 < server.chat_requests()[-1].body["max_tokens"] < 600
 
 
 def test_exact_prompt_size_from_vllm_tokenize(server: FaultServer) -> None:

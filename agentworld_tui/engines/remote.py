@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -319,11 +320,12 @@ class RemoteEngine:
         max_tokens = params.max_tokens
         if self._ctx_from_server:
             estimate = self._server_prompt_tokens(messages) or estimate
-            room = self._n_ctx - math.ceil(estimate * PROMPT_MARGIN)
+            n_ctx = self._context_size()
+            room = n_ctx - math.ceil(estimate * PROMPT_MARGIN)
             if room < 1:
                 message = (
-                    f"the prompt is about {estimate} tokens and {self.where} holds "
-                    f"{self._n_ctx}: start a new session or shorten the state"
+                    f"the prompt is about {estimate} tokens and the context holds {n_ctx}: "
+                    "start a new session or shorten the state"
                 )
                 yield self._finish(splitter, counts, started, estimate, None, "error", message)
                 return
@@ -477,6 +479,9 @@ class RemoteEngine:
 
     # -- context and tokens ------------------------------------------------------------
     def _context_size(self) -> int:
+        """The server's context, capped by the setting; the setting or default if unknown."""
+        if self._n_ctx and self.requested_ctx:
+            return min(self._n_ctx, self.requested_ctx)
         return self._n_ctx or self.requested_ctx or DEFAULT_N_CTX
 
     def _estimate(self, messages: list[Message]) -> int:
@@ -592,8 +597,8 @@ class RemoteEngine:
                         f"cannot connect to {where}: connection refused (is the server "
                         "running, and are the host and port right?)"
                     )
-                if "name or service not known" in str(cause).lower() or "nodename" in str(cause):
-                    return f"cannot connect to {where}: unknown host"
+                if isinstance(cause, socket.gaierror) or "name resolution" in str(cause).lower():
+                    return f"cannot connect to {where}: unknown host (check the server's name)"
             cause_text = next(
                 (str(c) for c in list(_causes(exc))[1:] if str(c)), type(exc).__name__
             )
