@@ -12,6 +12,7 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 from agentworld_tui.launch import UserError
@@ -228,7 +229,7 @@ class ProgressBar:
             self.drawn = True
         else:
             tenth = int(progress.fraction * 10)
-            if tenth == self.last_tenth and progress.phase != "done":
+            if tenth == self.last_tenth:
                 return
             self.last_tenth = tenth
             self.stream.write(text + "\n")
@@ -250,7 +251,6 @@ def cmd_pull(args: argparse.Namespace) -> int:
         format_bytes,
         plan_download,
     )
-    from agentworld_tui.models.hardware import machine_memory
 
     catalog = _catalog()
     entry = _entry(catalog, args.model)
@@ -259,15 +259,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
         print(f"agentworld: {entry.name} is already downloaded", file=sys.stderr)
         path = found.first
     else:
-        offload, _build = _gpu_offload()
-        verdict = _fit_of(entry, catalog, machine_memory(), offload, 0)
-        if verdict.status != "fits":
-            print(f"agentworld: warning: {entry.name} {verdict.summary()}", file=sys.stderr)
         bar = ProgressBar(sys.stderr, entry.name)
         cancel = threading.Event()
         try:
             plan = plan_download(entry)
             check_disk_room(plan)
+            _warn_if_too_big(replace(entry, size_gb=plan.total_bytes / 1e9), catalog)
             files = ", ".join(f.path for f in plan.files)
             resumed = plan.total_bytes - plan.needed_bytes
             print(
@@ -293,6 +290,19 @@ def cmd_pull(args: argparse.Namespace) -> int:
         _use_model(str(path))
     print(path)
     return 0
+
+
+def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
+    """A pull is never refused for size (the user asked), but they hear it first."""
+    from agentworld_tui.models.fit import estimate_entry_fit
+    from agentworld_tui.models.hardware import machine_memory
+
+    offload, _build = _gpu_offload()
+    verdict = estimate_entry_fit(
+        entry, machine=machine_memory(), gpu_offload=offload, catalog=catalog
+    )
+    if verdict.status != "fits":
+        print(f"agentworld: warning: {entry.name} {verdict.summary()}", file=sys.stderr)
 
 
 def _use_model(path: str) -> None:

@@ -67,6 +67,7 @@ class PullProgress:
 
 
 ProgressCallback = Callable[[PullProgress], None]
+"""Called in the pulling thread once per received chunk; keep it quick."""
 
 
 class DownloadError(Exception):
@@ -244,7 +245,7 @@ def fetch(
     from agentworld_tui.world.store import write_atomic
 
     write_atomic(refs, plan.commit.encode("ascii"))
-    meter.report("done", force=True)
+    meter.report("done")
     return pointers[0]
 
 
@@ -385,7 +386,10 @@ class _Digest:
 
 
 class _Meter:
-    """Turns bytes received into PullProgress reports (speed over a sliding window)."""
+    """Turns bytes received into PullProgress reports (speed over a sliding window).
+
+    The callback runs once per chunk (1 MiB); a UI should batch its redraws.
+    """
 
     WINDOW_S = 5.0
 
@@ -399,10 +403,10 @@ class _Meter:
         self.index = 0
         self.samples: deque[tuple[float, int]] = deque()
         self.received = 0
-        self.last_report = 0.0
 
     def start_file(self, remote: RemoteFile, index: int) -> None:
         self.file, self.index, self.current = remote.path, index, 0
+        self.report("download")
 
     def finish_file(self, remote: RemoteFile) -> None:
         self.finished += remote.size
@@ -427,13 +431,9 @@ class _Meter:
         (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
         return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
 
-    def report(self, phase: Phase, *, force: bool = False) -> None:
+    def report(self, phase: Phase) -> None:
         if self.callback is None:
             return
-        now = time.monotonic()
-        if not force and now - self.last_report < 0.05:
-            return
-        self.last_report = now
         done = min(self.total, self.finished + self.current)
         speed = self.speed()
         eta = (self.total - done) / speed if speed > 0 else None

@@ -1,0 +1,151 @@
+"""The model catalog: shipped entries, the user's overrides, and malformed files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentworld_tui.models.catalog import (
+    Catalog,
+    CatalogError,
+    load_catalog,
+    merge_catalog_text,
+    resolve,
+    user_catalog_path,
+)
+
+
+def write_user(config: Path, text: str) -> Path:
+    config.mkdir(parents=True, exist_ok=True)
+    path = config / "models.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_shipped_catalog_loads_cleanly() -> None:
+    catalog = load_catalog()
+    assert catalog.problems == []
+    names = [e.name for e in catalog.entries]
+    assert len(names) == len(set(names))
+    default = catalog.recommended()
+    assert default is not None and default.name == "agentworld-35b-q4_k_m"
+    assert default.repo == "unsloth/Qwen-AgentWorld-35B-A3B-GGUF"
+    assert default.quant == "Q4_K_M"
+    assert default.kv_bytes_per_token == 10 * 2 * (256 + 256) * 2
+    fallbacks = [e for e in catalog.entries if e.fallback]
+    assert fallbacks and all("FALLBACK" in e.description for e in fallbacks)
+    assert {e.repo for e in catalog.entries} >= {
+        "unsloth/Qwen-AgentWorld-35B-A3B-GGUF",
+        "AtomicChat/qwen-agentworld-35b-GGUF",
+        "DhruvalLabs/Qwen-AgentWorld-35B-A3B-GGUF",
+    }
+
+
+def test_user_file_overrides_fields_and_adds_entries(isolated_dirs: dict[str, Path]) -> None:
+    path = write_user(
+        isolated_dirs["config"],
+        'default = "my-model"\n'
+        "\n"
+        "[[model]]\n"
+        'name = "agentworld-35b-q4_k_m"\n'
+        'repo = "mirror/AgentWorld-GGUF"\n'
+        "\n"
+        "[[model]]\n"
+        'name = "my-model"\n'
+        'repo = "me/tiny-GGUF"\n'
+        'quant = "Q8_0"\n'
+        "size_gb = 1\n",
+    )
+    assert user_catalog_path() == path
+    catalog = load_catalog()
+    assert catalog.problems == []
+    overridden = catalog.get("agentworld-35b-q4_k_m")
+    assert overridden is not None
+    assert overridden.repo == "mirror/AgentWorld-GGUF"
+    assert overridden.quant == "Q4_K_M"  # untouched fields keep the shipped values
+    assert overridden.size_gb == 21
+    assert overridden.source == str(path)
+    added = catalog.get("my-model")
+    assert added is not None and added.size_bytes == 1_000_000_000
+    assert catalog.entries[-1] is added
+    assert catalog.recommended() is added
+
+
+def test_malformed_user_file_reports_the_line_and_keeps_shipped(
+    isolated_dirs: dict[str, Path],
+) -> None:
+    path = write_user(isolated_dirs["config"], '[[model]]\nname = "broken\nrepo = "x/y"\n')
+    catalog = load_catalog()
+    assert len(catalog.problems) == 1
+    problem = catalog.problems[0]
+    assert str(path) in problem and "line 2" in problem and "ignored" in problem
+    assert catalog.get("agentworld-35b-q4_k_m") is not None
+    assert catalog.default == "agentworld-35b-q4_k_m"
+
+
+def test_bad_entries_are_skipped_with_their_line() -> None:
+    catalog = Catalog()
+    text = (
+        'default = "nowhere"\n'  # 1
+        "colour = 3\n"  # 2
+        "[[model]]\n"  # 3
+        'name = "good"\n'  # 4
+        'repo = "a/b"\n'  # 5
+        'quant = "Q4_K_M"\n'  # 6
+        "[[model]]\n"  # 7
+        'name = "bad-size"\n'  # 8
+        'repo = "a/b"\n'  # 9
+        'quant = "Q4_K_M"\n'  # 10
+        'size_gb = "big"\n'  # 11
+        "[[model]]\n"  # 12
+        'name = "bad-repo"\n'  # 13
+        'repo = "not a repo"\n'  # 14
+        'quant = "Q4_K_M"\n'  # 15
+        "[[model]]\n"  # 16
+        'name = "no-quant"\n'  # 17
+        'repo = "a/b"\n'  # 18
+        "flavour = 1\n"  # 19
+        "[[model]]\n"  # 20
+        'repo = "a/b"\n'  # 21
+    )
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert [e.name for e in catalog.entries] == ["good"]
+    problems = "\n".join(catalog.problems)
+    assert "user.toml:2: unknown key 'colour'" in problems
+    assert "user.toml:11: model 'bad-size': size_gb has the wrong type" in problems
+    assert "user.toml:14: model 'bad-repo': repo 'not a repo' is not OWNER/NAME" in problems
+    assert "user.toml:19: model 'no-quant': unknown key 'flavour'" in problems
+    assert "user.toml:16: model 'no-quant': a new entry needs quant" in problems
+    assert "user.toml:20: [[model]] without a name" in problems
+    assert "user.toml:1: default 'nowhere' names no catalog entry" in problems
+    assert catalog.default == ""
+
+
+def test_a_boolean_is_not_a_size() -> None:
+    catalog = Catalog()
+    merge_catalog_text(
+        catalog,
+        '[[model]]\nname = "x"\nrepo = "a/b"\nquant = "Q4_0"\nsize_gb = true\n',
+        "f",
+        origin="f",
+    )
+    assert catalog.entries == []
+    assert "size_gb has the wrong type" in catalog.problems[0]
+
+
+def test_resolve_by_name_and_by_repo_quant() -> None:
+    catalog = load_catalog()
+    assert resolve(catalog, "AGENTWORLD-35B-Q8_0").quant == "Q8_0"
+    known = resolve(catalog, "unsloth/Qwen-AgentWorld-35B-A3B-GGUF:q3_k_m")
+    assert known.name == "agentworld-35b-q3_k_m"
+    adhoc = resolve(catalog, "someone/Other-GGUF:IQ4_XS")
+    assert (adhoc.repo, adhoc.quant, adhoc.name) == (
+        "someone/Other-GGUF",
+        "IQ4_XS",
+        "someone/Other-GGUF:IQ4_XS",
+    )
+    with pytest.raises(CatalogError, match="unknown model 'nope'"):
+        resolve(catalog, "nope")
+    with pytest.raises(CatalogError):
+        resolve(catalog, "no-slash:Q4_K_M")

@@ -1,0 +1,226 @@
+"""``agentworld models ...`` and ``agentworld doctor`` in a subprocess, against the local hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hubserver import HubFile, HubServer
+
+from agentworld_tui.models.cache import repo_folder
+
+REPO = "tester/Tiny-AgentWorld-GGUF"
+USER_CATALOG = f"""
+[[model]]
+name = "tiny"
+repo = "{REPO}"
+quant = "Q4_K_M"
+size_gb = 0.001
+description = "a tiny test model"
+
+[[model]]
+name = "tiny-big"
+repo = "{REPO}"
+quant = "Q8_0"
+size_gb = 4
+"""
+
+
+@pytest.fixture
+def hub(tmp_path: Path, isolated_dirs: dict[str, Path]) -> Iterator[HubServer]:
+    server = HubServer().start()
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "models.toml").write_text(USER_CATALOG, encoding="utf-8")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def cli_env(hub: HubServer | None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("HF_HUB_OFFLINE", None)
+    if hub is not None:
+        env["HF_ENDPOINT"] = hub.url
+    env.update(extra)
+    return env
+
+
+def agentworld(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("agentworld: ")
+    return lines[0]
+
+
+def test_pull_path_use_doctor_rm(hub: HubServer, scripted_model: Callable[..., Path]) -> None:
+    model = scripted_model("<predicted_observation>ok</predicted_observation>")
+    data = model.read_bytes()
+    hub.add_repo(REPO, {"README.md": b"# tiny\n", "Tiny-Q4_K_M.gguf": data})
+    env = cli_env(hub)
+
+    listed = agentworld("models", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    rows = {m["name"]: m for m in json.loads(listed.stdout)["models"]}
+    assert rows["tiny"]["downloaded"] is False and rows["tiny"]["path"] is None
+    assert rows["agentworld-35b-q4_k_m"]["default"] is True
+
+    pulled = agentworld("models", "pull", "tiny", "--use", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    path = Path(pulled.stdout.strip())
+    assert path.read_bytes() == data
+    assert f"pulling {REPO}: Tiny-Q4_K_M.gguf" in pulled.stderr
+    assert "100.0%" in pulled.stderr
+    config = Path(os.environ["AGENTWORLD_CONFIG_DIR"]) / "config.toml"
+    assert f'path = "{path}"' in config.read_text()
+
+    again = agentworld("models", "pull", "tiny", env=env)
+    assert again.returncode == 0 and "already downloaded" in again.stderr
+    assert Path(again.stdout.strip()) == path
+
+    where = agentworld("models", "path", "tiny", env=env)
+    assert (where.returncode, where.stdout.strip()) == (0, str(path))
+
+    listed = agentworld("models", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line[2:].startswith("tiny "))
+    assert "downloaded" in row and "fits" in row
+    assert listed.stdout.splitlines()[0].split() == [
+        "NAME",
+        "QUANT",
+        "SIZE",
+        "STATE",
+        "FIT",
+        "NEEDS",
+    ]
+
+    doctor = agentworld("doctor", env=env)
+    assert doctor.returncode == 0, doctor.stderr
+    assert "llama-cpp-python" in doctor.stdout and "build" in doctor.stdout
+    assert f"model      {path}" in doctor.stdout or str(path) in doctor.stdout
+    assert "qwen2, 1 layers (1 with a KV cache)" in doctor.stdout
+    assert "fits: needs about" in doctor.stdout
+    assert "RAM" in doctor.stdout
+    assert "pipx runpip agentworld-tui install --force-reinstall" in doctor.stdout
+
+    removed = agentworld("models", "rm", "tiny", env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.startswith("removed tiny: 1 file(s)")
+    assert not path.exists()
+    gone = agentworld("models", "path", "tiny", env=env)
+    assert "tiny is not downloaded; run: agentworld models pull tiny" in one_line_error(gone)
+
+
+def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(hub: HubServer) -> None:
+    data = b"GGUF" + os.urandom(4_000_000)
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": HubFile(data, stall_after=2_500_000)})
+    env = cli_env(hub)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentworld_tui", "models", "pull", "tiny"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert hub.wait_stalled(60), "the download never started"
+        blobs = repo_folder(REPO, Path(os.environ["HF_HOME"]) / "hub") / "blobs"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # bounded wait for the first chunk on disk
+            partials = list(blobs.glob("*.incomplete"))
+            if partials and partials[0].stat().st_size >= 1 << 20:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert "download interrupted; run the same command again to resume" in err
+    partials = list(blobs.glob("*.incomplete"))
+    assert len(partials) == 1
+    kept = partials[0].stat().st_size
+    assert 0 < kept < len(data)
+    assert partials[0].read_bytes() == data[:kept]
+
+    hub.release()
+    rerun = agentworld("models", "pull", "tiny", env=env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "already here" in rerun.stderr
+    assert Path(rerun.stdout.strip()).read_bytes() == data
+    gets = [r.range for r in hub.requests if r.origin == "cdn" and r.method == "GET"]
+    assert gets[-1] == f"bytes={kept}-"
+
+
+def test_offline_with_a_cached_model(hub: HubServer) -> None:
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": b"GGUF" + bytes(10_000)})
+    pulled = agentworld("models", "pull", "tiny", env=cli_env(hub))
+    assert pulled.returncode == 0, pulled.stderr
+    hub.stop()
+    offline = cli_env(None, HF_HUB_OFFLINE="1")
+    again = agentworld("models", "pull", "tiny", env=offline)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == pulled.stdout.strip()
+    missing = agentworld("models", "pull", "tiny-big", env=offline)
+    assert "HF_HUB_OFFLINE" in one_line_error(missing)
+
+
+def test_errors_are_one_line(hub: HubServer) -> None:
+    env = cli_env(hub)
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": HubFile(b"GGUF", recorded_size=10**15)})
+    unknown = agentworld("models", "pull", "no-such-model", env=env)
+    assert "unknown model 'no-such-model'" in one_line_error(unknown)
+    missing = agentworld("models", "pull", "someone/Missing-GGUF:Q4_K_M", env=env)
+    assert "someone/Missing-GGUF was not found" in one_line_error(missing)
+    no_room = agentworld("models", "pull", "tiny", env=env)
+    lines = [line for line in no_room.stderr.splitlines() if line.strip()]
+    assert no_room.returncode != 0 and "Traceback" not in no_room.stderr
+    assert "not enough disk space for tiny" in lines[-1]
+    not_here = agentworld("models", "rm", "tiny", env=env)
+    assert "tiny is not downloaded" in one_line_error(not_here)
+
+
+def test_malformed_user_catalog_is_reported_not_fatal(isolated_dirs: dict[str, Path]) -> None:
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "models.toml").write_text("[[model]\nname = 1\n")
+    listed = agentworld("models", "list", env=cli_env(None))
+    assert listed.returncode == 0
+    assert "models.toml" in listed.stderr and "line 1" in listed.stderr
+    assert "agentworld-35b-q4_k_m" in listed.stdout
+
+
+def test_help_stays_light() -> None:
+    code = (
+        "import sys; from agentworld_tui.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('huggingface_hub', 'gguf', 'llama_cpp', 'textual', 'httpx2') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
