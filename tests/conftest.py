@@ -6,8 +6,9 @@ Add fixtures here only when several test files need them; keep each one small.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,6 +17,9 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 from ggufgen import Piece, write_scripted_model  # noqa: E402
+
+if TYPE_CHECKING:
+    from agentworld_tui.engines.llama import LlamaEngine
 
 ScriptedModel = Callable[..., Path]
 
@@ -47,3 +51,24 @@ def scripted_model(tmp_path: Path) -> ScriptedModel:
         return write_scripted_model(path, script, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture
+def llama_engine() -> Iterator[Callable[..., LlamaEngine]]:
+    """Factory: ``llama_engine(path, **kwargs)`` loads a LlamaEngine (n_ctx 2048, one
+    thread unless given); every engine made is unloaded at the end of the test."""
+    from agentworld_tui.engines.llama import LlamaEngine
+
+    loaded: list[LlamaEngine] = []
+
+    def load(path: Path, **kwargs: Any) -> LlamaEngine:
+        kwargs.setdefault("n_ctx", 2048)
+        kwargs.setdefault("threads", 1)
+        engine = LlamaEngine(path, **kwargs)
+        engine.load()
+        loaded.append(engine)
+        return engine
+
+    yield load
+    for engine in loaded:
+        engine.unload()

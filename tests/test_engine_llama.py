@@ -72,22 +72,6 @@ def collect(
     return run
 
 
-@pytest.fixture
-def engines() -> Iterator[Callable[..., LlamaEngine]]:
-    """Factory: load a LlamaEngine on a model file; every engine is unloaded at the end."""
-    loaded: list[LlamaEngine] = []
-
-    def load(path: Path, **kwargs: object) -> LlamaEngine:
-        engine = LlamaEngine(path, n_ctx=int(kwargs.pop("n_ctx", 2048)), threads=1, **kwargs)  # type: ignore[arg-type]
-        engine.load()
-        loaded.append(engine)
-        return engine
-
-    yield load
-    for engine in loaded:
-        engine.unload()
-
-
 def from_another_thread(request: Callable[[], None]) -> None:
     """Call ``request`` on another thread and wait until it has been called."""
     done = threading.Event()
@@ -108,8 +92,8 @@ def p_eval(engine: LlamaEngine) -> int:
 # -- output -----------------------------------------------------------------------------
 
 
-def test_greedy_output_is_the_script(scripted_model, engines) -> None:
-    engine = engines(scripted_model(SCRIPT))
+def test_greedy_output_is_the_script(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(SCRIPT))
     run = collect(engine.stream(MESSAGES, GREEDY, GenerationControl()))
     done = run.finished
     assert (done.reasoning, done.observation, done.closed_reasoning) == (
@@ -135,16 +119,16 @@ def test_greedy_output_is_the_script(scripted_model, engines) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sampled_output_at_the_recommended_temperature_is_the_script(
-    scripted_model, engines, seed: int
+    scripted_model, llama_engine, seed: int
 ) -> None:
-    engine = engines(scripted_model(SCRIPT))
+    engine = llama_engine(scripted_model(SCRIPT))
     params = GenerationParams(temperature=0.6, top_p=0.95, top_k=20, seed=seed)
     done = collect(engine.stream(MESSAGES, params, GenerationControl())).finished
     assert (done.reasoning, done.observation) == (REASONING, OBSERVATION)
 
 
-def test_the_same_engine_answers_again(scripted_model, engines) -> None:
-    engine = engines(scripted_model(SCRIPT))
+def test_the_same_engine_answers_again(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(SCRIPT))
     first = collect(engine.stream(MESSAGES, GREEDY, GenerationControl())).finished
     second = collect(engine.stream(MESSAGES, GREEDY, GenerationControl())).finished
     assert second.observation == first.observation == OBSERVATION
@@ -152,7 +136,7 @@ def test_the_same_engine_answers_again(scripted_model, engines) -> None:
     assert second.stats.evaluated_prompt_tokens == 1
 
 
-def test_multibyte_characters_split_across_tokens(scripted_model, engines) -> None:
+def test_multibyte_characters_split_across_tokens(scripted_model, llama_engine) -> None:
     pieces: list[str | bytes] = [
         b"ok \xe6\x97",  # 日 split after two bytes
         b"\xa5\xe6\x9c\xac",
@@ -165,7 +149,7 @@ def test_multibyte_characters_split_across_tokens(scripted_model, engines) -> No
         b"\xa9sum\xc3\xa9",
         "</predicted_observation>",
     ]
-    engine = engines(scripted_model(pieces))
+    engine = llama_engine(scripted_model(pieces))
     run = collect(engine.stream(MESSAGES, GREEDY, GenerationControl()))
     assert run.finished.reasoning == "ok 日本語 😀 café"
     assert run.finished.observation == "── résumé"
@@ -178,8 +162,8 @@ def test_multibyte_characters_split_across_tokens(scripted_model, engines) -> No
 # -- stopping and steering ----------------------------------------------------------------
 
 
-def test_cancel_from_another_thread_keeps_the_partial_text(scripted_model, engines) -> None:
-    engine = engines(scripted_model(LONG_REASONING))
+def test_cancel_from_another_thread_keeps_the_partial_text(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(LONG_REASONING))
     control = GenerationControl()
 
     def on_event(event: EngineEvent, run: Run) -> None:
@@ -194,8 +178,8 @@ def test_cancel_from_another_thread_keeps_the_partial_text(scripted_model, engin
     assert done.observation == ""
 
 
-def test_cancel_while_the_prompt_is_evaluated(scripted_model, engines) -> None:
-    engine = engines(scripted_model(SCRIPT), n_batch=16)
+def test_cancel_while_the_prompt_is_evaluated(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(SCRIPT), n_batch=16)
     control = GenerationControl()
     long_prompt = [MESSAGES[0], {"role": "user", "content": "x " * 300}]
 
@@ -209,8 +193,8 @@ def test_cancel_while_the_prompt_is_evaluated(scripted_model, engines) -> None:
     assert len([e for e in run.events if isinstance(e, PromptProgress)]) == 1
 
 
-def test_cancel_through_run_turn_marks_the_turn_interrupted(scripted_model, engines) -> None:
-    engine = engines(scripted_model(LONG_REASONING))
+def test_cancel_through_run_turn_marks_the_turn_interrupted(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(LONG_REASONING))
     session = new_terminal_session()
     turn = session.begin_turn(DOMAIN.parse_action("ls", SCENARIO))
     control = GenerationControl()
@@ -229,15 +213,15 @@ ANSWER_SCRIPT = [*LONG_REASONING[:40], "</think>", "<predicted_observation>", "$
 
 
 def test_answer_now_closes_the_reasoning_and_continues_in_the_same_generation(
-    scripted_model, engines
+    scripted_model, llama_engine
 ) -> None:
     path = scripted_model(ANSWER_SCRIPT)
-    baseline_engine = engines(path)
+    baseline_engine = llama_engine(path)
     before = p_eval(baseline_engine)
     baseline = collect(baseline_engine.stream(MESSAGES, GREEDY, GenerationControl())).finished
     baseline_p_eval = p_eval(baseline_engine) - before
 
-    engine = engines(path)
+    engine = llama_engine(path)
     before = p_eval(engine)
     control = GenerationControl()
     asked: list[int] = []
@@ -269,8 +253,8 @@ def test_answer_now_closes_the_reasoning_and_continues_in_the_same_generation(
     assert held[prompt_tokens + 3 : prompt_tokens + 3 + len(close)] == close
 
 
-def test_reasoning_budget_caps_the_reasoning(scripted_model, engines) -> None:
-    engine = engines(scripted_model(ANSWER_SCRIPT))
+def test_reasoning_budget_caps_the_reasoning(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(ANSWER_SCRIPT))
     params = GenerationParams(temperature=0.0, reasoning_budget=5)
     done = collect(engine.stream(MESSAGES, params, GenerationControl())).finished
     assert done.stats.reasoning_tokens == 5
@@ -278,9 +262,9 @@ def test_reasoning_budget_caps_the_reasoning(scripted_model, engines) -> None:
     assert done.observation == "$ ls\nsrc"
 
 
-def test_thinking_off_renders_a_closed_think_block(scripted_model, engines) -> None:
+def test_thinking_off_renders_a_closed_think_block(scripted_model, llama_engine) -> None:
     script = f"<predicted_observation>\n{OBSERVATION}\n</predicted_observation>"
-    engine = engines(scripted_model(script))
+    engine = llama_engine(scripted_model(script))
     params = GenerationParams(temperature=0.0, enable_thinking=False)
     full, _ = engine.render(MESSAGES, params)
     assert full.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
@@ -299,8 +283,8 @@ def new_terminal_session() -> Session:
     return Session(DOMAIN, SCENARIO, "You are a Linux terminal. " + SCENARIO.description)
 
 
-def test_max_tokens_while_reasoning_gives_no_answer(scripted_model, engines) -> None:
-    engine = engines(scripted_model(SCRIPT))
+def test_max_tokens_while_reasoning_gives_no_answer(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(SCRIPT))
     session = new_terminal_session()
     turn = session.begin_turn(DOMAIN.parse_action("ls", SCENARIO))
     params = GenerationParams(temperature=0.0, max_tokens=5)
@@ -327,10 +311,10 @@ def test_max_tokens_while_reasoning_gives_no_answer(scripted_model, engines) -> 
     ],
 )
 def test_chat_template_runs_in_a_sandbox(
-    scripted_model, engines, template: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scripted_model, llama_engine, template: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    engine = engines(scripted_model(SCRIPT, chat_template=template))
+    engine = llama_engine(scripted_model(SCRIPT, chat_template=template))
     with pytest.raises(EngineError) as caught:
         collect(engine.stream(MESSAGES, GREEDY, GenerationControl()))
     assert "chat template" in str(caught.value)
@@ -345,13 +329,13 @@ def test_chat_template_runs_in_a_sandbox(
     assert run.finished.error and turn.status == "error"
 
 
-def test_chat_template_helpers_work(scripted_model, engines) -> None:
+def test_chat_template_helpers_work(scripted_model, llama_engine) -> None:
     template = (
         "{{ strftime_now('%Y') | length }}|{{ {'a': 'é'} | tojson }}|"
         "{% for m in messages %}{{ m['role'] }};{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
     )
-    engine = engines(scripted_model(SCRIPT, chat_template=template))
+    engine = llama_engine(scripted_model(SCRIPT, chat_template=template))
     full, _ = engine.render(MESSAGES, GREEDY)
     assert full.startswith('4|{"a": "é"}|system;user;')
     assert collect(engine.stream(MESSAGES, GREEDY, GenerationControl())).finished.observation == (
@@ -436,6 +420,7 @@ def play_session(engine: LlamaEngine, turns: int) -> tuple[Session, list[list[in
         prompts.append(tokenize(rendered(session.prompt(turn).messages)))
         done = collect(run_turn(engine, session, turn, GREEDY, GenerationControl())).finished
         assert turn.status == "complete", turn.note
+        assert turn.omitted_turns == 0, "give the engine a larger n_ctx"
         assert done.stats.prompt_tokens == len(prompts[-1])
         evaluated.append(done.stats.evaluated_prompt_tokens)
     return session, prompts, evaluated
@@ -448,8 +433,8 @@ def new_since_previous(prompts: list[list[int]], n: int) -> int:
     return len(now) - common_prefix(now, before)
 
 
-def test_kv_prefix_is_reused_across_turns(scripted_model, engines) -> None:
-    engine = engines(scripted_model(SCRIPT))
+def test_kv_prefix_is_reused_across_turns(scripted_model, llama_engine) -> None:
+    engine = llama_engine(scripted_model(SCRIPT))
     session, prompts, evaluated = play_session(engine, 5)
     assert evaluated[0] == len(prompts[0])
     for n in range(1, 5):
@@ -462,9 +447,9 @@ def test_kv_prefix_is_reused_across_turns(scripted_model, engines) -> None:
 
 
 def test_answer_tag_without_a_closed_reasoning_reaches_the_answer_view(
-    scripted_model, engines
+    scripted_model, llama_engine
 ) -> None:
-    engine = engines(scripted_model("pondering<predicted_observation>$ id\nuid=0(root)"))
+    engine = llama_engine(scripted_model("pondering<predicted_observation>$ id\nuid=0(root)"))
     run = collect(engine.stream(MESSAGES, GREEDY, GenerationControl()))
     assert run.finished.closed_reasoning is False
     assert run.finished.observation == "$ id\nuid=0(root)"

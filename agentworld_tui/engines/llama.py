@@ -117,7 +117,7 @@ def common_prefix(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> int:
     return int(diff[0]) if len(diff) else n
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: == on numpy token arrays is not a bool
 class _Checkpoint:
     tokens: np.ndarray[Any, Any]
     data: bytes
