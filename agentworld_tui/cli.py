@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         "environment's predicted next state.",
     )
     parser.add_argument("--version", action="version", version=f"agentworld {__version__}")
+    parser.add_argument(
+        "--session", metavar="FILE", help="open (or create) this session file and save to it"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     predict = sub.add_parser(
@@ -160,7 +163,8 @@ def cmd_app(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     from agentworld_tui.ui.app import AgentWorldApp
 
-    app = AgentWorldApp(settings)
+    session = Path(args.session).expanduser() if getattr(args, "session", None) else None
+    app = AgentWorldApp(settings, session_file=session)
     app.run()
     return app.return_code or 0
 

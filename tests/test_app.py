@@ -215,3 +215,42 @@ async def test_help_screen_lists_the_bindings(ls_model: Path) -> None:
         rows = dict(app._key_table())
         assert "escape" in rows and "Ctrl+r" in rows and "f2" in rows
         assert app.screen.__class__.__name__ == "HelpScreen"
+
+
+async def test_turns_are_saved_and_the_session_resumes(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        saved = app.workspace.path
+        assert saved is not None
+        await wait_for(pilot, saved.exists)
+
+    again = make_app(ls_model)
+    async with again.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: again.screen.__class__.__name__ == "ConfirmScreen")
+        await pilot.click("#yes")
+        await wait_for(pilot, lambda: bool(pane(again).session.turns))
+        assert pane(again).session.turns[0].observation.endswith("user@devbox:~/project$")
+        assert "README.md  src" in pane(again).screen_view.text
+        await pilot.press("f6")
+        await pilot.pause()
+        assert not pane(again).session.turns
+
+
+async def test_damaged_session_file_is_refused_and_left_untouched(
+    ls_model: Path, tmp_path: Path
+) -> None:
+    damaged = tmp_path / "shared.json"
+    damaged.write_text('{"format": "agentworld-session", "schema": 1, "tabs": [', "utf-8")
+    before = damaged.read_bytes()
+    settings = Settings()
+    settings.model.path, settings.model.threads = str(ls_model), 2
+    app = AgentWorldApp(settings, session_file=damaged)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        assert any("damaged" in n.message for n in app._notifications)
+    assert damaged.read_bytes() == before

@@ -120,22 +120,26 @@ class EngineQueue:
             job.on_done(None)
 
     def _run(self, job: TurnJob) -> None:
-        if self.engine is None or not self.engine.loaded or job.control.cancelled:
-            reason = "no model is loaded" if not job.control.cancelled else ""
-            stop = "cancelled" if job.control.cancelled else "error"
-            event = Finished("", "", False, GenerationStats(stop_reason=stop), error=reason)
+        if job.control.cancelled:
             job.session.finish_turn(
                 job.turn,
                 observation="",
                 reasoning="",
-                status="interrupted" if stop == "cancelled" else "error",
-                note="stopped before it started" if stop == "cancelled" else reason,
+                status="interrupted",
+                note="stopped before it started",
             )
-            job.sink(event)
+            job.sink(Finished("", "", False, GenerationStats(stop_reason="cancelled")))
+            return
+        if self.engine is None or not self.engine.loaded:
+            reason = "no model is loaded"
+            job.session.finish_turn(
+                job.turn, observation="", reasoning="", status="error", note=reason
+            )
+            job.sink(Finished("", "", False, GenerationStats(stop_reason="error"), error=reason))
             return
         try:
-            for event in run_turn(self.engine, job.session, job.turn, job.params, job.control):
-                job.sink(event)
+            for step in run_turn(self.engine, job.session, job.turn, job.params, job.control):
+                job.sink(step)
         except Exception as exc:  # a bug must not kill the worker or lose the turn
             log.exception("turn failed")
             message = f"internal error: {exc}"

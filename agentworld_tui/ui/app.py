@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
@@ -21,7 +22,10 @@ from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.panes.generic import GenericPane
 from agentworld_tui.ui.panes.terminal import TerminalPane
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
+from agentworld_tui.ui.screens.sessions import ConfirmScreen, SessionBrowser
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.library import SessionLibrary
+from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 from agentworld_tui.world.prompts import load_scenarios
 
 PANES: dict[str, type[DomainPane]] = {"terminal": TerminalPane}
@@ -42,13 +46,26 @@ class AgentWorldApp(App[int]):
         Binding("ctrl+t", "toggle_reasoning", "Reasoning", tooltip="Show or hide the reasoning"),
         Binding("ctrl+e", "edit_state", "Start state", tooltip="Edit the starting state"),
         Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh"),
+        Binding("ctrl+o", "sessions", "Sessions", tooltip="Open, rename or delete saved sessions"),
+        Binding("f6", "undo", "Undo turn", tooltip="Remove the last turn of this tab"),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
-    def __init__(self, settings: Settings, *, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        engine: Engine | None = None,
+        session_file: Path | None = None,
+        offer_resume: bool = True,
+    ) -> None:
         super().__init__()
         self.settings = settings
+        self.library = SessionLibrary()
+        self.session_file = session_file
+        self.offer_resume = offer_resume and session_file is None
+        self.workspace: Workspace = self.library.new()
         self.params: GenerationParams = generation_params(settings)
         self.engine_error = ""
         if engine is None:
@@ -75,7 +92,7 @@ class AgentWorldApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for pane in self.query(DomainPane):
+        for pane in self.panes():
             for problem in pane.problems:
                 self.notify(problem, severity="warning", timeout=10)
         if self.engine is None:
@@ -85,6 +102,102 @@ class AgentWorldApp(App[int]):
             self.queue.load(self._load_progress, self._load_done)
         self._show_status()
         self.call_after_refresh(self._focus_editor)
+        self._open_start_session()
+
+    # -- saved sessions -----------------------------------------------------------------
+    def _open_start_session(self) -> None:
+        if self.session_file is not None:
+            try:
+                self._apply_workspace(open_or_new(self.session_file))
+            except WorkspaceError as exc:
+                self.notify(
+                    f"{exc}. The file was left untouched; this session is saved elsewhere.",
+                    title="Session file",
+                    severity="error",
+                    timeout=20,
+                )
+            return
+        if not self.offer_resume:
+            return
+        last = self.library.last_used()
+        if last is None:
+            return
+        try:
+            workspace = self.library.open(last)
+        except WorkspaceError as exc:
+            self.notify(str(exc), title="Last session", severity="warning", timeout=10)
+            return
+        if not workspace.turn_count:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._apply_workspace(workspace)
+
+        question = (
+            f"Resume “{workspace.name}” ({workspace.turn_count} turns in "
+            f"{len(workspace.tabs)} tabs)?"
+        )
+        self.push_screen(ConfirmScreen(question, yes="Resume", no="Start fresh"), answer)
+
+    def _apply_workspace(self, workspace: Workspace) -> None:
+        panes = {pane.domain.name: pane for pane in self.panes()}
+        for session in workspace.tabs:
+            pane = panes.get(session.domain.name)
+            if pane is not None:
+                pane.replace_session(session)
+        self.workspace = workspace
+        if workspace.tabs and 0 <= workspace.active_tab < len(workspace.tabs):
+            name = workspace.tabs[workspace.active_tab].domain.name
+            self.tabs().active = f"tab-{name}"
+        self.notify(f"Opened “{workspace.name}”.", timeout=4)
+
+    def save_workspace(self) -> None:
+        """Save every tab now (after each finished or interrupted turn)."""
+        panes = [p for p in self.panes() if p.session.turns]
+        self.workspace.tabs = [p.session for p in panes]
+        active = self.active_pane
+        self.workspace.active_tab = panes.index(active) if active in panes else 0
+        try:
+            if (
+                self.workspace.path is not None
+                and self.workspace.path.parent == self.library.folder
+            ):
+                self.library.save(self.workspace)
+            else:
+                self.workspace.save()
+        except WorkspaceError as exc:
+            self.notify(
+                f"{exc}. Your turns are still here; free some space and they are saved "
+                "with the next turn.",
+                title="Not saved",
+                severity="error",
+                timeout=20,
+            )
+
+    def action_sessions(self) -> None:
+        if any(p.busy for p in self.panes()):
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return
+
+        def opened(path: Path | None) -> None:
+            if path is None:
+                return
+            try:
+                self._apply_workspace(self.library.open(path))
+            except WorkspaceError as exc:
+                self.notify(str(exc), severity="error", timeout=15)
+
+        self.push_screen(SessionBrowser(self.library), opened)
+
+    def action_undo(self) -> None:
+        pane = self.active_pane
+        if pane is None or pane.busy or not pane.session.turns:
+            self.notify("Nothing to undo.", timeout=3)
+            return
+        pane.session.undo()
+        pane.show_session()
+        self.save_workspace()
 
     def _no_model_help(self) -> None:
         lines = [
@@ -96,12 +209,25 @@ class AgentWorldApp(App[int]):
             '      path = "/path/to/model.gguf"',
             "  or use a server:           agentworld --server http://HOST:PORT/v1",
         ]
-        for pane in self.query(DomainPane):
+        for pane in self.panes():
             pane.screen_view.append_lines([Text(line, style="yellow") for line in lines])
+
+    def tabs(self) -> TabbedContent:
+        """The tabs live on the base screen, whatever dialog is on top."""
+        return self.screen_stack[0].query_one("#tabs", TabbedContent)
+
+    def panes(self) -> list[DomainPane]:
+        try:
+            return list(self.screen_stack[0].query(DomainPane))
+        except IndexError:
+            return []
 
     @property
     def active_pane(self) -> DomainPane | None:
-        tabs = self.query_one("#tabs", TabbedContent)
+        try:
+            tabs = self.tabs()
+        except (NoMatches, IndexError):  # not composed yet, or closing
+            return None
         active = tabs.active_pane
         if active is None:
             return None
@@ -130,7 +256,7 @@ class AgentWorldApp(App[int]):
             self.engine_error = error
             self.model_status.phase = "model failed to load"
             self.notify(error, title="Model", severity="error", timeout=30)
-            for pane in self.query(DomainPane):
+            for pane in self.panes():
                 pane.screen_view.append_lines([Text(error, style="bold red")])
         else:
             assert self.engine is not None
@@ -163,8 +289,8 @@ class AgentWorldApp(App[int]):
         self.call_after_refresh(self._focus_editor)
 
     def _mark_busy(self) -> None:
-        tabs = self.query_one("#tabs", TabbedContent)
-        for pane in self.query(DomainPane):
+        tabs = self.tabs()
+        for pane in self.panes():
             tab = tabs.get_tab(f"tab-{pane.domain.name}")
             label = pane.domain.title + (" ●" if pane.busy else "")
             if str(tab.label) != label:
@@ -190,6 +316,7 @@ class AgentWorldApp(App[int]):
     def on_domain_pane_turn_finished(self, event: DomainPane.TurnFinished) -> None:
         self._mark_busy()
         self._show_status()
+        self.save_workspace()
 
     # -- actions ------------------------------------------------------------------------
     def action_stop(self) -> None:
@@ -204,6 +331,9 @@ class AgentWorldApp(App[int]):
 
     def action_answer_now(self) -> None:
         pane = self.active_pane
+        if not getattr(self.engine, "supports_answer_now", False):
+            self.notify("A remote server cannot be told to stop reasoning mid-stream.", timeout=4)
+            return
         if pane is not None and not pane.answer_now():
             self.notify("The model is not reasoning right now.", timeout=3)
 
