@@ -604,15 +604,33 @@ def _draw(canvas: _Canvas, node: UINode, box: tuple[int, int, int, int], inner_t
         canvas.write(col, top + k, line, c2 + 1)
 
 
-def node_action(node: UINode, kind: str = "tap") -> dict[str, Any]:
-    """The action a pane fills when a node is selected: tap (or long_press) its centre;
-    ``type`` into it for an input."""
-    x, y = node.center
+def node_reference(node: UINode, nodes: list[UINode] | None = None) -> str:
+    """How an action names a node: its own text or description, else (for a clickable row
+    whose texts are its children's) the first text inside it, else its resource id."""
+    if node.label.strip() or not nodes:
+        return node.reference()
+    inside = {node.index}
+    for other in nodes[node.index + 1 :]:
+        if other.parent not in inside:
+            break
+        inside.add(other.index)
+        if other.label.strip():
+            return other.label.strip()
+    return node.reference()
+
+
+def node_action(
+    node: UINode, kind: str = "tap", nodes: list[UINode] | None = None
+) -> dict[str, Any]:
+    """The action a pane fills when a node is selected: tap (or long_press) its centre, or
+    ``type`` into it; ``nodes`` (the whole screen) lets a row be named by its text."""
+    element = node_reference(node, nodes)
     if kind == "type":
-        return {"action": "type", "element": node.reference(), "text": ""}
+        return {"action": "type", "element": element, "text": ""}
     if kind not in ("tap", "long_press"):
         raise ValueError(f"no node action {kind!r}")
-    return {"action": kind, "element": node.reference(), "x": max(0, x), "y": max(0, y)}
+    x, y = node.center
+    return {"action": kind, "element": element, "x": max(0, x), "y": max(0, y)}
 
 
 def _goal(scenario: Scenario) -> str:

@@ -32,7 +32,7 @@ class SchemaProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path} {self.message}"
 
 
 def _is_type(value: Any, name: str) -> bool:
@@ -118,9 +118,13 @@ def _bounds(
 ) -> None:
     low, high = schema.get(low_key), schema.get(high_key)
     if isinstance(low, int) and size < low:
-        problems.append(SchemaProblem(path, f"needs at least {low} {unit}"))
+        problems.append(SchemaProblem(path, f"needs at least {low} {_plural(unit, low)}"))
     if isinstance(high, int) and size > high:
-        problems.append(SchemaProblem(path, f"allows at most {high} {unit}"))
+        problems.append(SchemaProblem(path, f"allows at most {high} {_plural(unit, high)}"))
+
+
+def _plural(unit: str, count: int) -> str:
+    return unit.removesuffix("s") if count == 1 else unit
 
 
 def _object_problems(

@@ -21,12 +21,12 @@ from agentworld_tui.launch import UserError, generation_params, make_engine
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.panes.generic import GenericPane
 from agentworld_tui.ui.panes.terminal import TerminalPane
-from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.ui.screens.sessions import ConfirmScreen, SessionBrowser
+from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.library import SessionLibrary
-from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 from agentworld_tui.world.prompts import load_scenarios
+from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
 PANES: dict[str, type[DomainPane]] = {"terminal": TerminalPane}
 
