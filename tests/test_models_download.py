@@ -17,6 +17,7 @@ from agentworld_tui.models.catalog import CatalogEntry
 from agentworld_tui.models.download import (
     DiskSpaceError,
     DownloadCancelled,
+    DownloadError,
     NoNetworkError,
     PullProgress,
     RepoAccessError,
@@ -260,3 +261,17 @@ def test_remove_deletes_one_quantization_only(hub: HubServer) -> None:
     assert remove(entry()).files == 0
     assert remove(entry("Q8_0")).bytes_freed == len(q8)
     assert not repo_folder(REPO).exists()
+
+
+def test_a_second_writer_is_refused_while_one_holds_the_file(hub: HubServer) -> None:
+    from filelock import FileLock
+
+    data = blob(100_000, 18)
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": data})
+    sha = hashlib.sha256(data).hexdigest()
+    lock = hub_cache_dir() / ".locks" / repo_folder(REPO).name / f"{sha}.lock"
+    lock.parent.mkdir(parents=True)
+    with FileLock(str(lock)), pytest.raises(DownloadError, match="another program"):
+        pull(entry())
+    assert cdn_gets(hub) == []
+    assert pull(entry()).read_bytes() == data

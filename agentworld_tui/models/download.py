@@ -235,8 +235,9 @@ def fetch(
         blob = folder / "blobs" / remote.etag
         pointer = folder / "snapshots" / plan.commit / remote.path
         meter.start_file(remote, index)
-        if not blob.exists():
-            _fetch_file(plan, remote, blob, meter, cancel, endpoint, token)
+        with _file_lock(plan, remote):
+            if not blob.exists():
+                _fetch_file(plan, remote, blob, meter, cancel, endpoint, token)
         meter.finish_file(remote)
         link_into_snapshot(blob, pointer)
         pointers.append(pointer)
@@ -247,6 +248,28 @@ def fetch(
     write_atomic(refs, plan.commit.encode("ascii"))
     meter.report("done")
     return pointers[0]
+
+
+@contextlib.contextmanager
+def _file_lock(plan: DownloadPlan, remote: RemoteFile) -> Iterator[None]:
+    """One writer per file: the lock huggingface-hub itself takes for the same blob."""
+    from filelock import FileLock, Timeout
+
+    folder = repo_folder(plan.entry.repo, plan.cache_dir)
+    path = plan.cache_dir / ".locks" / folder.name / f"{remote.etag}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise DownloadError(
+            f"{remote.path} is being downloaded by another program (lock {path}); "
+            "wait for it or stop it"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _fetch_file(
