@@ -1,0 +1,170 @@
+"""``agentworld predict`` in a real subprocess: clean stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REASONING = "The agent lists the files in ~/project."
+OBSERVATION = "user@devbox:~/project$ ls\nREADME.md  src\nuser@devbox:~/project$"
+SCRIPT = f"{REASONING}</think>\n<predicted_observation>\n{OBSERVATION}\n</predicted_observation>"
+
+
+def predict(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", "predict", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("agentworld: ")
+    assert "Traceback" not in result.stderr
+    for part in expected:
+        assert part in lines[0]
+
+
+@pytest.fixture
+def model(scripted_model) -> Path:
+    return scripted_model(SCRIPT)
+
+
+def test_stdout_is_exactly_the_observation(model: Path, isolated_dirs: dict) -> None:
+    result = predict("--model", str(model), "--temperature", "0", "ls")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == OBSERVATION + "\n"
+    assert result.stderr == ""
+    # llama.cpp's own messages went to the log file instead.
+    log = (isolated_dirs["data"] / "agentworld.log").read_text(encoding="utf-8")
+    assert "llama" in log
+
+
+def test_json_holds_observation_reasoning_and_stats(model: Path) -> None:
+    result = predict("--model", str(model), "--json", "ls -la")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    data = json.loads(result.stdout)
+    assert data["observation"] == OBSERVATION
+    assert data["reasoning"] == REASONING
+    assert data["status"] == "complete"
+    assert data["action"] == [{"keystrokes": "ls -la\n", "duration": 1.0}]
+    assert data["stats"]["stop_reason"] == "eos"
+    assert data["stats"]["prompt_tokens"] == data["stats"]["evaluated_prompt_tokens"] > 0
+
+
+def test_reasoning_goes_to_stderr(model: Path) -> None:
+    result = predict("--model", str(model), "--reasoning", "ls")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == OBSERVATION + "\n"
+    assert result.stderr.strip() == REASONING
+
+
+def test_state_file_reaches_the_prompt(model: Path, tmp_path: Path) -> None:
+    state = tmp_path / "screen.txt"
+    state.write_text("root@box:/app# \n" * 20, encoding="utf-8")
+    plain = json.loads(predict("--model", str(model), "--json", "ls").stdout)
+    with_state = json.loads(
+        predict("--model", str(model), "--json", "--state", str(state), "ls").stdout
+    )
+    grown = with_state["stats"]["prompt_tokens"] - plain["stats"]["prompt_tokens"]
+    assert grown >= len(state.read_text())  # the byte-level test tokenizer: >= 1 per byte
+
+
+def test_model_output_escape_sequences_never_reach_the_terminal(scripted_model) -> None:
+    script = "plan \x1b]0;pwned\x07</think><predicted_observation>\x1b[2Jclean \u202escreen"
+    result = predict("--model", str(scripted_model(script)), "--reasoning", "ls")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "clean screen\n"
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert result.stderr.strip() == "plan"
+
+
+def test_no_answer_exits_non_zero_with_the_reason(scripted_model) -> None:
+    model = scripted_model("thinking and thinking and never answering")
+    result = predict("--model", str(model), "--max-tokens", "3", "ls")
+    assert_one_line_error(result, "no answer", "max tokens")
+    assert result.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model", "{tmp}/missing.gguf", "ls"], ["not found", "missing.gguf"]),
+        (["--model", "{tmp}", "ls"], ["folder"]),
+        (["--model", "{model}", "[bad json"], ["invalid action", "JSON"]),
+        (["--model", "{model}", '[{"keystrokes": 5}]'], ["invalid action", "keystrokes"]),
+        (["--model", "{model}", "   "], ["invalid action", "empty"]),
+        (["--model", "{model}", "--domain", "nowhere", "ls"], ["unknown domain", "nowhere"]),
+        (["--model", "{model}", "--state", "{tmp}/no-state.txt", "ls"], ["--state"]),
+        (["ls"], ["no model configured", "--model"]),
+    ],
+)
+def test_errors_are_one_line_without_a_traceback(
+    args: list[str], expected: list[str], model: Path, tmp_path: Path
+) -> None:
+    filled = [a.replace("{tmp}", str(tmp_path)).replace("{model}", str(model)) for a in args]
+    assert_one_line_error(predict(*filled), *expected)
+
+
+def test_a_file_that_is_not_a_model(tmp_path: Path) -> None:
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"\x00" * 64)
+    assert_one_line_error(predict("--model", str(fake), "ls"), "not a GGUF")
+
+
+def test_a_truncated_model(model: Path) -> None:
+    data = model.read_bytes()
+    model.write_bytes(data[: len(data) // 3])
+    assert_one_line_error(predict("--model", str(model), "ls"), "could not load", model.name)
+
+
+def test_a_malformed_config_is_reported_but_does_not_stop_predict(
+    model: Path, isolated_dirs: dict
+) -> None:
+    config = isolated_dirs["config"]
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text("[generation\ntemperature = 'hot'", encoding="utf-8")
+    result = predict("--model", str(model), "ls")
+    assert result.returncode == 0
+    assert result.stdout == OBSERVATION + "\n"
+    assert result.stderr.startswith("agentworld: config:")
+    assert "Traceback" not in result.stderr
+
+
+HEAVY = ("textual", "llama_cpp")
+
+
+@pytest.mark.parametrize("argv", [None, ["--version"], ["--help"], ["predict", "--help"]])
+def test_cheap_commands_do_not_import_textual_or_llama_cpp(argv: list[str] | None) -> None:
+    code = (
+        "import json, sys\n"
+        "import agentworld_tui.cli as cli\n"
+        f"argv = {argv!r}\n"
+        "if argv is not None:\n"
+        "    try:\n"
+        "        cli.main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "sys.stderr.write(json.dumps(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stderr) == []
+    if argv == ["--version"]:
+        assert result.stdout.startswith("agentworld ")
+    elif argv is not None:
+        assert "usage:" in result.stdout
