@@ -308,6 +308,10 @@ def test_max_tokens_while_reasoning_gives_no_answer(scripted_model, llama_engine
         "{% set _ = messages.append({'role': 'user', 'content': 'x'}) %}{{ messages }}",
         "{{ messages.pop() }}",
         "{{ raise_exception('this template takes no system message') }}",
+        "{{ raise_exception('two\\nlines \\x1b]0;title\\x07 and an escape') }}",
+        "{{ 1 / 0 }}",
+        "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}",
+        "{{ range(10 ** 9) | list }}",
     ],
 )
 def test_chat_template_runs_in_a_sandbox(
@@ -318,9 +322,9 @@ def test_chat_template_runs_in_a_sandbox(
     with pytest.raises(EngineError) as caught:
         collect(engine.stream(MESSAGES, GREEDY, GenerationControl()))
     assert "chat template" in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
     assert not (tmp_path / "MARKER").exists()
-    if "raise_exception" in template:
+    if "no system message" in template:
         assert "this template takes no system message" in str(caught.value)
     # Through run_turn the failure is the turn's error, not an exception.
     session = new_terminal_session()

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from agentworld_tui.engines.base import EngineError, Message
+from agentworld_tui.world.sanitize import sanitize
 
 # Used when a model file has no template: ChatML, opening the reasoning block like the
 # Qwen-AgentWorld template does.
@@ -27,7 +28,9 @@ FALLBACK_TEMPLATE = (
 
 
 def _raise_exception(message: str) -> None:
-    raise EngineError(f"the model's chat template refused the conversation: {message}")
+    # The message comes from the model file: shown as one clean line, like any model text.
+    shown = " ".join(sanitize(str(message)).split())
+    raise EngineError(f"the model's chat template refused the conversation: {shown}")
 
 
 def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
@@ -78,8 +81,12 @@ class ChatTemplate:
             )
         except EngineError:
             raise
-        except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        except TemplateError as exc:
             raise EngineError(f"the model's chat template failed: {exc}") from exc
+        except Exception as exc:  # untrusted code: 1/0, endless recursion, huge ranges...
+            raise EngineError(
+                f"the model's chat template failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def opens_reasoning(prompt: str) -> bool:
