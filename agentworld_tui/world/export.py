@@ -104,6 +104,7 @@ def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = False) -> 
                 "system_prompt": session.system_prompt,
                 "branch": session.branch_id,
                 "branches": len(session.branches),
+                "world": session.world.to_dict() if session.world is not None else None,
                 "turns": turns,
             }
         )
@@ -137,11 +138,15 @@ def _session_markdown(session: Session, reasoning: bool) -> str:
     if len(session.branches) > 1:
         lines.append(f"*Showing {session.branch.label} of {len(session.branches)} branches.*")
     lines.append(_details("System prompt", _fence(session.system_prompt, "markdown")))
+    if session.world is not None:
+        lines.append(f"*Fictional world: {_one_line(session.world.title)}*")
     if not session.turns:
         lines.append("*No turns yet.*")
     for turn in session.turns:
         label = turn.action.label or f"turn {turn.number}"
         lines.append(f"### Turn {turn.number}: {_one_line(label)}")
+        if turn.control:
+            lines.append(f"**Control instruction:** {_one_line(turn.control)}")
         lines.append("**Sent to the model:**\n\n" + _fence(turn.user_message, "markdown"))
         if reasoning and turn.reasoning.strip():
             lines.append(_details("Reasoning", _fence(turn.reasoning.strip())))

@@ -22,6 +22,13 @@ from typing import Any, Literal
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.context import first_kept_turn
 from agentworld_tui.world.domain import Domain, Scenario
+from agentworld_tui.world.fictional_world import FictionalWorld, world_from_dict
+from agentworld_tui.world.perturbation import (
+    ControlInstruction,
+    control_instruction,
+    join_instructions,
+    write_control,
+)
 
 TurnStatus = Literal["pending", "complete", "interrupted", "no_answer", "error"]
 Message = dict[str, str]
@@ -48,6 +55,11 @@ class Turn:
     """Earlier turns that did not fit the context and were left out of this turn's prompt."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Earlier answers to this same action (retries), newest last."""
+    control: str = ""
+    """The control instruction this turn was sent with ("" for none); it is also written
+    into ``user_message``."""
+    judgement: dict[str, Any] | None = None
+    """The latest judgement of this turn's observation (``judge.Verdict.to_dict()``)."""
 
     @property
     def shown(self) -> bool:
@@ -67,6 +79,8 @@ class Turn:
             "stats": self.stats,
             "omitted_turns": self.omitted_turns,
             "attempts": self.attempts,
+            "control": self.control,
+            "judgement": self.judgement,
         }
 
     @classmethod
@@ -83,6 +97,8 @@ class Turn:
             stats=dict(data.get("stats", {})),
             omitted_turns=int(data.get("omitted_turns", 0)),
             attempts=list(data.get("attempts", [])),
+            control=str(data.get("control") or ""),
+            judgement=dict(data["judgement"]) if data.get("judgement") else None,
         )
 
 
@@ -159,6 +175,10 @@ class Session:
     """Every branch, the shown one included (its ``turns`` is this session's ``turns``)."""
     branch_id: int = 1
     """The branch being shown."""
+    control: ControlInstruction | None = None
+    """The control instruction for the next turn (kept after it when persistent)."""
+    world: FictionalWorld | None = None
+    """A fictional world that every turn's simulation instruction carries (panes opt in)."""
 
     def __post_init__(self) -> None:
         if not any(b.id == self.branch_id for b in self.branches):
@@ -170,9 +190,24 @@ class Session:
         """Add the action as a new pending turn, or retry a pending/unanswered last one."""
         number = len(self.turns) + 1
         state = self.scenario.state if number == 1 and self.scenario.state.strip() else None
-        turn = Turn(number, action, self.domain.render_turn(number, action, state), state)
+        control = self.control.text if self.control is not None else ""
+        message = write_control(
+            self.domain.render_turn(number, action, state),
+            join_instructions(control, self.world.instruction() if self.world else ""),
+        )
+        turn = Turn(number, action, message, state, control=control)
+        if self.control is not None and not self.control.persistent:
+            self.control = None
         self.turns.append(turn)
         return turn
+
+    def set_control(self, text: str, *, persistent: bool = False, preset: str = "") -> None:
+        """Send ``text`` with the next turn, or with every turn until ``clear_control``;
+        raises ControlError for an empty or oversized instruction."""
+        self.control = control_instruction(text, persistent=persistent, preset=preset)
+
+    def clear_control(self) -> None:
+        self.control = None
 
     def retry(self) -> Turn:
         """Put the last turn back to pending, keeping its previous answer among attempts."""
@@ -301,7 +336,7 @@ class Session:
         self.branch_id, self.turns = branch.id, kept
         if action is not None:
             return self.begin_turn(action)
-        turn = Turn(number, old.action, old.user_message, old.state)
+        turn = Turn(number, old.action, old.user_message, old.state, control=old.control)
         self.turns.append(turn)
         return turn
 
@@ -375,6 +410,8 @@ class Session:
             "turns": [t.to_dict() for t in self.turns],
             "branch": self.branch_id,
             "branches": [b.to_dict(with_turns=b.id != self.branch_id) for b in self.branches],
+            "control": self.control.to_dict() if self.control is not None else None,
+            "world": self.world.to_dict() if self.world is not None else None,
         }
 
     @classmethod
@@ -394,6 +431,8 @@ class Session:
             created=float(data.get("created", time.time())),
             branches=branches,
             branch_id=shown,
+            control=ControlInstruction.from_dict(data["control"]) if data.get("control") else None,
+            world=world_from_dict(data["world"]) if data.get("world") else None,
         )
 
 

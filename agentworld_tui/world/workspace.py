@@ -246,6 +246,16 @@ class _Checker:
         for key in ("name", "title", "description", "state"):
             self.text(scenario, key, f"{path}.scenario", optional=True)
         self.mapping(scenario, "extras", f"{path}.scenario", optional=True)
+        control = self.mapping(tab, "control", path, optional=True)
+        if control:
+            self.text(control, "text", f"{path}.control")
+        if tab.get("world") is not None:
+            from agentworld_tui.world.fictional_world import WorldError, world_from_dict
+
+            try:
+                world_from_dict(tab["world"])
+            except WorldError as exc:
+                raise WorkspaceError(f"{self.where}: damaged ({path}.world: {exc})") from None
         self.turns(self.array(tab, "turns", path, optional=True), f"{path}.turns")
         self.whole(tab, "branch", path, optional=True)
         shown = tab.get("branch", 1)
@@ -291,6 +301,8 @@ class _Checker:
                 )
             self.mapping(turn, "stats", where, optional=True)
             self.whole(turn, "omitted_turns", where, optional=True)
+            self.text(turn, "control", where, optional=True)
+            self.mapping(turn, "judgement", where, optional=True)
             for j, attempt in enumerate(self.array(turn, "attempts", where, optional=True)):
                 if not isinstance(attempt, dict):
                     raise self.fail(f"{where}.attempts[{j}]", "an object", attempt)

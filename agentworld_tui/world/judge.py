@@ -1,0 +1,370 @@
+"""Judging a predicted observation against the real one, as AgentWorldBench does.
+
+A judge model reads the domain's judge prompt (the history, the action, the prediction and
+the ground truth), reasons, and gives its verdict as JSON inside ``<final_evaluation>``
+tags: strengths, weaknesses and five scores from 1 to 5. Judges are models too, so their
+answers are read leniently (reasoning before the verdict, code fences, trailing commas,
+keys in any case, scores written as text) but never guessed: an answer without all five
+scores is reported as unreadable, and an unreadable judgement is left out of every average
+rather than counted as zero.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentworld_tui.world.prompts import load_template
+
+if TYPE_CHECKING:
+    from agentworld_tui.world.session import Session, Turn
+
+Message = dict[str, str]
+
+DIMENSIONS: tuple[str, ...] = ("format", "factuality", "consistency", "realism", "quality")
+LOWEST, HIGHEST = 1.0, 5.0
+OBSERVATION_MARKER = "**Environment Observation:**"
+JUDGE_REQUEST = "Judge the predicted observation now, following the instructions above."
+MAX_JUDGE_ANSWER_CHARS = 400_000
+"""Only the end of a longer answer is read (the verdict comes last)."""
+_UNTAGGED_CHARS = 20_000
+"""Without tags, the verdict is looked for in this much of the answer's end."""
+_BLOCK_CHARS = 50_000
+"""A verdict block longer than this is read only up to here."""
+_MAX_STARTS = 256
+"""Opening braces tried per candidate, so hostile text cannot make parsing slow."""
+
+_BLOCK = re.compile(r"<final_evaluation\s*>(.*?)(?:</final_evaluation\s*>|\Z)", re.S | re.I)
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})[^\n]*\n(.*?)(?:\n\s*\1\s*)?$", re.S)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_NUMBER = r"(?P<value>-?\d+(?:\.\d+)?)"
+
+
+class JudgementError(ValueError):
+    """A judge's answer without a usable verdict; the message says what was missing."""
+
+
+def normalise(score: float) -> float:
+    """A 1-5 score on the benchmark's 0-100 scale."""
+    return (score - LOWEST) / (HIGHEST - LOWEST) * 100.0
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A readable verdict: five scores from 1 to 5, with the judge's reasons."""
+
+    scores: dict[str, float]
+    strengths: tuple[str, ...] = ()
+    weaknesses: tuple[str, ...] = ()
+    note: str = ""
+    """How the verdict was read when it needed mending ("" when it was clean JSON)."""
+
+    @property
+    def total(self) -> float:
+        """The mean of the five scores."""
+        return sum(self.scores[d] for d in DIMENSIONS) / len(DIMENSIONS)
+
+    @property
+    def normalised(self) -> float:
+        return normalise(self.total)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scores": {d: self.scores[d] for d in DIMENSIONS},
+            "total": self.total,
+            "normalised": self.normalised,
+            "strengths": list(self.strengths),
+            "weaknesses": list(self.weaknesses),
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Judgement:
+        scores = data["scores"]
+        return cls(
+            scores={d: float(scores[d]) for d in DIMENSIONS},
+            strengths=tuple(str(s) for s in data.get("strengths", ())),
+            weaknesses=tuple(str(s) for s in data.get("weaknesses", ())),
+            note=str(data.get("note", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of asking a judge: a judgement, or why there is none."""
+
+    judgement: Judgement | None
+    error: str = ""
+    """Why there is no judgement: an unreadable answer, or the judge engine failed."""
+    judge: str = ""
+    """The judge model, as its engine names it."""
+    reference: str = ""
+    """The real observation the prediction was compared with."""
+    answer: str = ""
+    """The judge's whole answer (reasoning included), to see why it judged as it did."""
+    stats: dict[str, Any] = field(default_factory=dict)
+    engine_failed: bool = False
+    """No answer came (the judge engine failed or was stopped): worth asking again. An
+    answer that came but could not be read is final."""
+
+    @property
+    def parsed(self) -> bool:
+        return self.judgement is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "judgement": self.judgement.to_dict() if self.judgement else None,
+            "error": self.error,
+            "judge": self.judge,
+            "reference": self.reference,
+            "answer": self.answer,
+            "stats": self.stats,
+            "engine_failed": self.engine_failed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        found = data.get("judgement")
+        return cls(
+            judgement=Judgement.from_dict(found) if found else None,
+            error=str(data.get("error", "")),
+            judge=str(data.get("judge", "")),
+            reference=str(data.get("reference", "")),
+            answer=str(data.get("answer", "")),
+            stats=dict(data.get("stats", {})),
+            engine_failed=bool(data.get("engine_failed", False)),
+        )
+
+
+# -- the judge's prompt -------------------------------------------------------------------
+def judge_messages(
+    domain: str,
+    history: Sequence[tuple[str, str]],
+    action: str,
+    prediction: str,
+    ground_truth: str,
+    *,
+    history_chars: int | None = None,
+) -> tuple[list[Message], list[str]]:
+    """The messages that ask a judge about one turn, and problems met loading the template.
+
+    ``history`` holds the earlier turns as (turn text, observation). With ``history_chars``,
+    the oldest turns are left out until the history fits, and the judge is told how many.
+    """
+    template = load_template(domain, "judge_system_prompt")
+    text = template.render(
+        {
+            "history": history_text(history, history_chars),
+            "action": action.strip() or "(no action text)",
+            "prediction": prediction.strip() or "(empty: the world model gave no observation)",
+            "ground_truth": ground_truth.strip() or "(empty)",
+        }
+    )
+    messages = [{"role": "system", "content": text}, {"role": "user", "content": JUDGE_REQUEST}]
+    return messages, list(template.problems)
+
+
+def history_text(history: Sequence[tuple[str, str]], limit: int | None = None) -> str:
+    """Earlier turns as the judge reads them: each turn's text, then what it showed."""
+    blocks = []
+    for turn_text, observation in history:
+        shown = observation.strip()
+        if not shown.startswith(OBSERVATION_MARKER):
+            shown = f"{OBSERVATION_MARKER}\n{shown}"
+        blocks.append(f"{turn_text.strip()}\n\n{shown}")
+    kept = len(blocks)
+    if limit is not None:
+        size = 0
+        for i in range(len(blocks) - 1, -1, -1):
+            size += len(blocks[i]) + 2
+            if size > limit:
+                kept = len(blocks) - 1 - i
+                break
+    left_out = len(blocks) - kept
+    body = "\n\n".join(blocks[left_out:])
+    if not blocks:
+        return "(none: this is the first turn)"
+    if left_out:
+        note = f"({left_out} earlier turn(s) left out for length)"
+        return f"{note}\n\n{body}" if body else note
+    return body
+
+
+def turn_judge_messages(
+    session: Session, turn: Turn, reference: str, *, history_chars: int | None = None
+) -> tuple[list[Message], list[str]]:
+    """The judge's messages for a turn of a session: the history that turn was sent with."""
+    from agentworld_tui.world.export import sent_history
+
+    history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
+    return judge_messages(
+        session.domain.name,
+        history,
+        turn.user_message,
+        turn.observation,
+        reference,
+        history_chars=history_chars,
+    )
+
+
+# -- reading the judge's answer -------------------------------------------------------------
+def parse_judgement(text: str) -> Judgement:
+    """The verdict in a judge's answer; raises JudgementError when there is none to read.
+
+    The last ``<final_evaluation>`` block that holds a verdict wins; without tags, the last
+    JSON object in the answer that holds the scores.
+    """
+    text = text[-MAX_JUDGE_ANSWER_CHARS:]
+    blocks = [m.group(1) for m in _BLOCK.finditer(text)]
+    candidates = [b[:_BLOCK_CHARS] for b in blocks[::-1]] if blocks else [text[-_UNTAGGED_CHARS:]]
+    problems: list[str] = []
+    for candidate in candidates:
+        try:
+            return _read_candidate(candidate)
+        except JudgementError as exc:
+            problems.append(str(exc))
+    if not blocks and not problems:
+        problems.append("no verdict found")
+    where = "the <final_evaluation> block" if blocks else "the answer (no <final_evaluation> tags)"
+    raise JudgementError(f"{where}: {problems[0]}")
+
+
+def _read_candidate(block: str) -> Judgement:
+    body = block.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(2)
+    body = body.replace("\u201c", '"').replace("\u201d", '"')
+    objects = _json_objects(body)
+    problem = "no JSON object with the scores"
+    for data, mended in reversed(objects):
+        try:
+            judgement = _judgement_from(data)
+        except JudgementError as exc:
+            problem = str(exc)
+            continue
+        if mended:
+            return Judgement(
+                judgement.scores, judgement.strengths, judgement.weaknesses, "JSON mended"
+            )
+        return judgement
+    scores = _scores_by_pattern(body)
+    if scores is not None:
+        return Judgement(scores, note="scores read from malformed JSON; reasons unreadable")
+    raise JudgementError(problem)
+
+
+def _json_objects(text: str) -> list[tuple[dict[str, Any], bool]]:
+    """Every top-level ``{...}`` in ``text`` that reads as JSON (mended if need be)."""
+    found: list[tuple[dict[str, Any], bool]] = []
+    start = text.find("{")
+    tries = 0
+    while start != -1 and tries < _MAX_STARTS:
+        tries += 1
+        end = _matching_brace(text, start)
+        if end == -1:
+            break
+        chunk = text[start : end + 1]
+        data, mended = _loads(chunk)
+        if isinstance(data, dict):
+            found.append((data, mended))
+            start = text.find("{", end + 1)
+        else:
+            start = text.find("{", start + 1)
+    return found
+
+
+def _matching_brace(text: str, start: int) -> int:
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _loads(chunk: str) -> tuple[Any, bool]:
+    try:
+        return json.loads(chunk), False
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    mended = _TRAILING_COMMA.sub(r"\1", chunk)
+    try:
+        return json.loads(mended, strict=False), True
+    except (json.JSONDecodeError, RecursionError):
+        return None, False
+
+
+def _judgement_from(data: dict[str, Any]) -> Judgement:
+    lowered = {str(k).strip().lower(): v for k, v in data.items()}
+    holder = lowered.get("scores", lowered.get("score", lowered))
+    if not isinstance(holder, dict):
+        raise JudgementError("scores is not an object")
+    holder = {str(k).strip().lower().replace(" ", "_"): v for k, v in holder.items()}
+    scores: dict[str, float] = {}
+    for dimension in DIMENSIONS:
+        key = next((k for k in holder if k == dimension), None) or next(
+            (k for k in holder if k.startswith(dimension)), None
+        )
+        if key is None:
+            raise JudgementError(f"no {dimension} score")
+        scores[dimension] = _score(dimension, holder[key])
+    return Judgement(
+        scores,
+        _reasons(lowered.get("strengths")),
+        _reasons(lowered.get("weaknesses")),
+    )
+
+
+def _score(dimension: str, value: Any) -> float:
+    if isinstance(value, dict):
+        value = next((value[k] for k in value if str(k).lower() in ("score", "value")), None)
+    if isinstance(value, str):
+        match = re.fullmatch(rf"\s*{_NUMBER}\s*(?:/\s*5)?\s*", value)
+        value = float(match.group("value")) if match else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise JudgementError(f"the {dimension} score is not a number")
+    if not LOWEST <= value <= HIGHEST:
+        raise JudgementError(f"the {dimension} score {value:g} is outside 1-5")
+    return float(value)
+
+
+def _reasons(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value.strip(),) if value.strip() else ()
+    if isinstance(value, list):
+        return tuple(str(v).strip() for v in value if str(v).strip())
+    return (str(value),)
+
+
+def _scores_by_pattern(text: str) -> dict[str, float] | None:
+    """The five scores written as ``"name": n`` in text that is not valid JSON."""
+    scores: dict[str, float] = {}
+    for dimension in DIMENSIONS:
+        found = re.findall(rf"[\"']?{dimension}\w*[\"']?\s*[:=]\s*[\"']?{_NUMBER}", text, re.I)
+        if not found:
+            return None
+        value = float(found[-1])
+        if not LOWEST <= value <= HIGHEST:
+            return None
+        scores[dimension] = value
+    return scores
