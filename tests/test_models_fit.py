@@ -139,19 +139,33 @@ def test_generated_llama_model_matches_hand_arithmetic(tmp_path: Path) -> None:
     assert estimate.kv_cache == 4 * MIB
 
 
-def test_llama_cpp_allocates_the_kv_cache_we_estimate(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
+def test_llama_cpp_allocates_the_kv_cache_we_estimate(tmp_path: Path) -> None:
     """Cross-check with the real library: its own report of the KV buffer it allocated."""
+    import ctypes
+
     import llama_cpp
+    import llama_cpp._logger
+
+    from agentworld_tui.engines import llama as engine
 
     path = write_random_model(
         tmp_path / "small.gguf", n_embd=64, n_layer=2, n_ff=128, n_head=4, n_ctx_train=8192
     )
     expected = estimate_memory(read_shape(path), 8192).kv_cache
-    model = llama_cpp.Llama(str(path), n_ctx=8192, n_gpu_layers=0, verbose=True)
-    del model
-    log = capfd.readouterr().err
+    messages: list[str] = []
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def collect(_level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        messages.append(text.decode("utf-8", "replace"))
+
+    llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+    try:
+        model = llama_cpp.Llama(str(path), n_ctx=8192, n_gpu_layers=0, verbose=True)
+        del model
+    finally:  # give llama.cpp back the callback it had (the engine's or the library's)
+        previous = engine._log_callback or llama_cpp._logger.llama_log_callback
+        llama_cpp.llama_log_set(previous, ctypes.c_void_p(0))
+    log = "".join(messages)
     sizes = re.findall(r"KV buffer size\s*=\s*([\d.]+) MiB", log)
     assert sizes, log[-2000:]
     assert sum(float(s) for s in sizes) * MIB == pytest.approx(expected)
