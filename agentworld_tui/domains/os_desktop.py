@@ -2,7 +2,7 @@
 accessibility tree.
 
 An action is a block of Python (pyautogui calls, app helpers, subprocess...). It is
-checked to be valid Python with ``ast`` and is never executed: the world model only reads
+checked to be valid Python by compiling it, and is never executed: the world model only reads
 it. ``WAIT``, ``DONE`` and ``FAIL`` are accepted as the special actions computer-use agents
 send. The task instruction travels with every turn, next to the action, so the model
 always knows what the user asked even when early turns are trimmed from the context.
@@ -12,7 +12,6 @@ always knows what the user asked even when early turns are trimmed from the cont
 
 from __future__ import annotations
 
-import ast
 import re
 
 from agentworld_tui.domains.turn import turn_markdown
@@ -44,7 +43,9 @@ def check_code(text: str) -> str:
     if code.strip() in SPECIAL_ACTIONS:
         return code.strip()
     try:
-        ast.parse(code, mode="exec")
+        # Compiling (never running) also catches what the parser lets through, such as a
+        # repeated keyword argument.
+        compile(code, "<action>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
         raise ActionError(f"not valid Python ({where}): {exc.msg}", field="code") from None
