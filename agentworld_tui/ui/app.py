@@ -26,6 +26,7 @@ from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.library import SessionLibrary
 from agentworld_tui.world.prompts import load_scenarios
+from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
 PANES: dict[str, type[DomainPane]] = {"terminal": TerminalPane}
@@ -48,6 +49,9 @@ class AgentWorldApp(App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh"),
         Binding("ctrl+o", "sessions", "Sessions", tooltip="Open, rename or delete saved sessions"),
         Binding("f6", "undo", "Undo turn", tooltip="Remove the last turn of this tab"),
+        Binding("f7", "branches", "Branches", tooltip="Switch, regenerate or edit earlier turns"),
+        Binding("f8", "replay", "Replay", tooltip="Open AgentWorldBench trajectories"),
+        Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -198,6 +202,111 @@ class AgentWorldApp(App[int]):
         pane.session.undo()
         pane.show_session()
         self.save_workspace()
+
+    def action_branches(self) -> None:
+        from agentworld_tui.ui.screens.branches import BranchesScreen, HistoryEdit
+        from agentworld_tui.world.session import HistoryError
+
+        pane = self.active_pane
+        if pane is None:
+            return
+        if pane.busy:
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return
+        if not pane.session.turns:
+            self.notify("No turns in this tab yet.", timeout=3)
+            return
+
+        def changed() -> None:
+            pane.show_session()
+            self.save_workspace()
+
+        def run(edit: HistoryEdit | None) -> None:
+            if edit is None or not self.can_generate(pane):
+                return
+            session = pane.session
+            try:
+                if edit.action is None:
+                    turn = session.regenerate(edit.number)
+                else:
+                    turn = session.fork(edit.number, edit.action)
+            except HistoryError as exc:
+                self.notify(str(exc), severity="warning")
+                return
+            pane.run_pending(turn)
+
+        self.push_screen(BranchesScreen(pane.session, changed), run)
+
+    def action_replay(self) -> None:
+        from agentworld_tui.ui.screens.replay import (
+            ReplayScreen,
+            TrajectoryChoice,
+            TrajectoryPicker,
+        )
+        from agentworld_tui.world.trajectories import trajectory_session
+
+        def chosen(choice: TrajectoryChoice | None) -> None:
+            if choice is None:
+                return
+            if choice.mode == "replay":
+                self.push_screen(ReplayScreen(choice.trajectory), self.load_history)
+            else:
+                domain = DOMAINS[choice.trajectory.domain]
+                self.load_history(trajectory_session(choice.trajectory, domain, choice.upto))
+
+        self.push_screen(TrajectoryPicker(), chosen)
+
+    def load_history(self, session: Session | None) -> None:
+        """Put recorded turns into their domain's tab, to carry on from them."""
+        if session is None:
+            return
+        pane = next((p for p in self.panes() if p.domain.name == session.domain.name), None)
+        if pane is None:
+            self.notify(f"There is no {session.domain.title} tab.", severity="error")
+            return
+        if pane.busy:
+            self.notify("Stop the tab's running turn first (Esc).", severity="warning")
+            return
+
+        def load(yes: bool | None = True) -> None:
+            if not yes or pane is None:
+                return
+            pane.replace_session(session)
+            self.tabs().active = f"tab-{pane.domain.name}"
+            self.save_workspace()
+            self.notify(
+                f"{len(session.turns)} recorded turns loaded into {pane.domain.title}.", timeout=5
+            )
+
+        if pane.session.turns:
+            question = (
+                f"Replace the {pane.domain.title} tab's {len(pane.session.turns)} turns with "
+                f"the recorded ones? (Saved sessions stay in the session browser.)"
+            )
+            self.push_screen(ConfirmScreen(question, yes="Replace"), load)
+        else:
+            load()
+
+    def action_screenshot(self) -> None:
+        """Save the screen as SVG in the screenshots folder and say where."""
+        import time
+
+        from agentworld_tui.config import data_dir
+        from agentworld_tui.world.store import write_atomic
+
+        configured = self.settings.ui.screenshots_dir
+        folder = Path(configured).expanduser() if configured else data_dir() / "screenshots"
+        path = folder / time.strftime("agentworld-%Y%m%d-%H%M%S.svg")
+        counter = 1
+        while path.exists():
+            counter += 1
+            path = path.with_name(time.strftime(f"agentworld-%Y%m%d-%H%M%S-{counter}.svg"))
+        try:
+            write_atomic(path, self.export_screenshot().encode("utf-8"))
+        except OSError as exc:
+            self.notify(f"Screenshot not saved: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
 
     def _no_model_help(self) -> None:
         lines = [

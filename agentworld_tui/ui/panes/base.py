@@ -241,6 +241,15 @@ class DomainPane(Vertical):
         self._start(turn)
         return True
 
+    def run_pending(self, turn: Turn) -> None:
+        """Run a turn that a history edit left pending (a regenerated turn, an edited
+        action on a new branch): redraw the branch up to it, then stream it as ``send`` does."""
+        self.show_error("")
+        self.show_session()
+        if self.replaces_view:
+            self.show_session_without(turn)
+        self._start(turn)
+
     def show_session_without(self, turn: Turn) -> None:
         """Redraw up to the turn before ``turn`` (views that show one state at a time)."""
         view = self.screen_view
