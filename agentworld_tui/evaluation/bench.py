@@ -1,0 +1,311 @@
+"""Running the world model over AgentWorldBench samples, resumably.
+
+Each sample is predicted from its own conversation: its ``system_str``, the history its
+lists give, then its current turn (the same path a turn takes in the app, so history that
+does not fit the context is trimmed from the oldest end and the record says how much).
+Every finished prediction is appended to ``predictions.jsonl`` in the run's folder at once;
+a run that stops for any reason is resumed by running the same command again, which skips
+every sample already predicted. A sample whose request failed (server down, say) is tried
+again; one the model answered badly is not: that answer is its result.
+
+A sample's key is where it came from, ``<file name>:<line>``, so it is unique and stays
+the same between runs over the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentworld_tui.engines.base import Engine, GenerationControl, GenerationParams
+from agentworld_tui.evaluation.progress import Progress
+from agentworld_tui.evaluation.results import ResultLog
+from agentworld_tui.evaluation.workers import run_each
+from agentworld_tui.world.store import write_atomic
+from agentworld_tui.world.trajectories import (
+    Sample,
+    TrajectoryError,
+    benchmark_files,
+    parse_sample,
+    sample_session,
+)
+
+RUN_FILE = "run.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+JUDGEMENTS_FILE = "judgements.jsonl"
+RUN_FORMAT = "agentworld-bench"
+DONE_STATUSES = ("complete", "no_answer")
+"""A prediction with one of these is final; others (an engine error, a stop) are retried."""
+MAX_PROBLEMS = 20
+
+
+class BenchError(Exception):
+    """A run that cannot go on; the message is one line for the user."""
+
+
+class BenchInterrupted(BenchError):
+    """Stopped by the user; what was finished is saved."""
+
+
+def prediction_sha(text: str) -> str:
+    """Ties a judgement to the exact prediction it judged."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# -- the samples ----------------------------------------------------------------------------
+@dataclass
+class SampleSet:
+    samples: list[Sample]
+    problems: list[str] = field(default_factory=list)
+
+    def by_domain(self) -> Counter[str]:
+        return Counter(s.domain for s in self.samples)
+
+
+def load_samples(
+    path: Path,
+    *,
+    domains: Sequence[str] = (),
+    limit: int | None = None,
+    known: Callable[[str], bool] | None = None,
+) -> SampleSet:
+    """The samples of a benchmark file or folder, in file order.
+
+    ``domains`` keeps only those domains (files named ``<domain>_test.jsonl`` for others are
+    not even read); ``limit`` keeps the first N samples of each domain; ``known`` says which
+    domains this program can simulate (others are skipped and reported).
+    """
+    try:
+        files = benchmark_files(path)
+    except TrajectoryError as exc:
+        raise BenchError(str(exc)) from None
+    wanted = set(domains)
+    if wanted and path.is_dir():
+        files = [f for f in files if f.name.removesuffix(".jsonl").removesuffix("_test") in wanted]
+        if not files:
+            raise BenchError(f"{path}: no benchmark file for {', '.join(sorted(wanted))}")
+    samples: list[Sample] = []
+    problems: list[str] = []
+    counts: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    bad = 0
+    for file in files:
+        fallback = file.name.removesuffix(".jsonl").removesuffix("_test")
+        if limit is not None and counts[fallback] >= limit:
+            continue
+        try:
+            handle = file.open(encoding="utf-8")
+        except OSError as exc:
+            raise BenchError(f"{file}: cannot read ({exc.strerror or exc})") from None
+        with handle:
+            try:
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        sample = parse_sample(line, fallback, f"{file.name}:{number}")
+                    except TrajectoryError as exc:
+                        bad += 1
+                        if len(problems) < MAX_PROBLEMS:
+                            problems.append(str(exc))
+                        continue
+                    if wanted and sample.domain not in wanted:
+                        continue
+                    if known is not None and not known(sample.domain):
+                        unknown[sample.domain] += 1
+                        continue
+                    if limit is not None and counts[sample.domain] >= limit:
+                        if sample.domain == fallback:
+                            break
+                        continue
+                    counts[sample.domain] += 1
+                    samples.append(sample)
+            except UnicodeDecodeError:
+                raise BenchError(f"{file}: not UTF-8 text") from None
+    if bad > len(problems):
+        problems.append(f"{bad - len(problems)} more bad lines skipped")
+    for name, count in sorted(unknown.items()):
+        problems.append(f"{count} samples of the unknown domain {name!r} skipped")
+    if not samples:
+        why = f" ({problems[0]})" if problems else ""
+        raise BenchError(f"{path}: no samples to run{why}")
+    return SampleSet(samples, problems)
+
+
+# -- the run's folder -----------------------------------------------------------------------
+class BenchRun:
+    """A run's folder: ``run.json`` (what was run), ``predictions.jsonl``,
+    ``judgements.jsonl``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.predictions = ResultLog(folder / PREDICTIONS_FILE)
+        self.judgements = ResultLog(folder / JUDGEMENTS_FILE)
+
+    def info(self) -> dict[str, Any] | None:
+        path = self.folder / RUN_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BenchError(f"{path}: unreadable ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+            raise BenchError(f"{path}: not an agentworld bench run")
+        return data
+
+    def require(self) -> dict[str, Any]:
+        """The run's description; raises BenchError where the folder holds no run."""
+        info = self.info()
+        if info is None:
+            raise BenchError(f"{self.folder}: no bench run here (no {RUN_FILE})")
+        return info
+
+    def begin(self, data: Path, model: str, where: str, params: GenerationParams) -> None:
+        """Record what this run predicts with, or check that a resumed run is the same."""
+        info = self.info()
+        data_text = str(data.resolve())
+        if info is not None:
+            if info.get("model") != model:
+                raise BenchError(
+                    f"{self.folder} holds predictions by {info.get('model')!r}, not {model!r}: "
+                    "pass another --out"
+                )
+            if info.get("data") != data_text:
+                raise BenchError(
+                    f"{self.folder} holds a run over {info.get('data')}, not {data_text}: "
+                    "pass another --out"
+                )
+            return
+        record = {
+            "format": RUN_FORMAT,
+            "version": 1,
+            "data": data_text,
+            "model": model,
+            "where": where,
+            "params": {
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": params.top_k,
+                "max_tokens": params.max_tokens,
+                "enable_thinking": params.enable_thinking,
+                "seed": params.seed,
+            },
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        try:
+            write_atomic(
+                self.folder / RUN_FILE, (json.dumps(record, indent=1) + "\n").encode("utf-8")
+            )
+        except OSError as exc:
+            raise BenchError(f"cannot write in {self.folder}: {exc.strerror or exc}") from None
+
+    def finished_predictions(self) -> dict[str, dict[str, Any]]:
+        return {
+            k: r for k, r in self.predictions.read().items() if r.get("status") in DONE_STATUSES
+        }
+
+
+# -- predicting -----------------------------------------------------------------------------
+@dataclass
+class PredictSummary:
+    total: int
+    resumed: int
+    """Samples found already predicted."""
+    predicted: int = 0
+    failed: int = 0
+    problems: list[str] = field(default_factory=list)
+    """The first few failures, one line each."""
+
+
+def predict_record(
+    engine: Engine,
+    sample: Sample,
+    params: GenerationParams,
+    control: GenerationControl,
+    *,
+    keep_reasoning: bool = False,
+) -> dict[str, Any]:
+    """Predict one sample's current turn; the record to append (never raises EngineError)."""
+    from agentworld_tui.domains import get_domain
+    from agentworld_tui.engines.turn import run_turn
+
+    session = sample_session(sample, get_domain(sample.domain))
+    turn = session.turns[-1]
+    for _event in run_turn(engine, session, turn, params, control):
+        pass
+    record: dict[str, Any] = {
+        "key": sample.source,
+        "id": sample.id,
+        "domain": sample.domain,
+        "turn_idx": sample.turn_idx,
+        "status": turn.status,
+        "note": turn.note,
+        "prediction": turn.observation,
+        "prediction_sha": prediction_sha(turn.observation),
+        "reasoning_chars": len(turn.reasoning),
+        "omitted_turns": turn.omitted_turns,
+        "stats": turn.stats,
+        "time": time.time(),
+    }
+    if keep_reasoning:
+        record["reasoning"] = turn.reasoning
+    return record
+
+
+def predict_samples(
+    engine: Engine,
+    samples: Sequence[Sample],
+    run: BenchRun,
+    params: GenerationParams,
+    *,
+    concurrency: int = 1,
+    keep_reasoning: bool = False,
+    stream: TextIO | None = None,
+) -> PredictSummary:
+    """Predict every sample not yet predicted in ``run``; concurrent requests when
+    ``concurrency`` > 1 (for a server: a local model runs one at a time)."""
+    run.predictions.drop_torn_tail()
+    done = run.finished_predictions()
+    todo = [s for s in samples if s.source not in done]
+    summary = PredictSummary(len(samples), len(samples) - len(todo))
+    progress = Progress("predict", len(samples), done=summary.resumed, stream=stream)
+    if not todo:
+        return summary
+    progress.show()
+
+    def record(result: dict[str, Any]) -> None:
+        if result["status"] not in DONE_STATUSES:
+            if result["status"] == "interrupted":
+                return  # stopped by the user: not a result, tried again next time
+            summary.failed += 1
+            if len(summary.problems) < MAX_PROBLEMS:
+                summary.problems.append(f"{result['key']}: {result['note'] or result['status']}")
+        else:
+            summary.predicted += 1
+        run.predictions.append(result)
+        progress.advance(failed=result["status"] not in DONE_STATUSES)
+
+    try:
+        run_each(
+            todo,
+            lambda sample, control: predict_record(
+                engine, sample, params, control, keep_reasoning=keep_reasoning
+            ),
+            record,
+            concurrency=concurrency,
+        )
+    except KeyboardInterrupt:
+        progress.close()
+        raise BenchInterrupted(
+            f"interrupted after {summary.resumed + summary.predicted} of {len(samples)} "
+            "samples; run the same command again to resume"
+        ) from None
+    progress.close()
+    return summary

@@ -1,0 +1,313 @@
+"""``agentworld bench``: predict, judge and score AgentWorldBench samples.
+
+    agentworld bench DATA_DIR [--domains D ...] [--limit N] [--out DIR] [judge flags]
+    agentworld bench judge OUT_DIR (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
+    agentworld bench score OUT_DIR [OTHER_OUT_DIR]
+
+The first form runs the world model (``--model`` or ``--server``) over the samples and, with
+judge flags, judges the predictions, then prints the scores. Every step appends to files in
+the run's folder, so the same command run again resumes where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentworld_tui.launch import UserError
+
+if TYPE_CHECKING:
+    from agentworld_tui.evaluation.bench import BenchRun, SampleSet
+    from agentworld_tui.evaluation.judging import JudgeSpec
+
+USAGE = """
+  agentworld bench DATA_DIR [--domains D [D ...]] [--limit N] [--out DIR] [--concurrency N]
+                   [--judge-server URL --judge-model NAME | --judge-model-path GGUF]
+  agentworld bench judge OUT_DIR (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
+  agentworld bench score OUT_DIR [OTHER_OUT_DIR] [--raw] [--json]"""
+
+DEFAULT_REMOTE_CONCURRENCY = 4
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: object) -> None:
+    parents = [engine] if isinstance(engine, argparse.ArgumentParser) else []
+    parser = sub.add_parser(
+        "bench",
+        parents=parents,
+        usage=USAGE,
+        help="run, judge and score the model on AgentWorldBench files",
+        description="Run the world model over AgentWorldBench samples (each with its own "
+        "system prompt and history), judge the predictions with a judge model, and print "
+        "the benchmark's scores. Results are appended as they come: run the same command "
+        "again to resume an interrupted run.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="DATA_DIR",
+        help="a folder of <domain>_test.jsonl files (or one file); or 'judge OUT_DIR', "
+        "or 'score OUT_DIR [OTHER_OUT_DIR]'",
+    )
+    run = parser.add_argument_group("running")
+    run.add_argument(
+        "--domains", nargs="+", metavar="D", help="only these domains (names or a comma list)"
+    )
+    run.add_argument("--limit", type=int, metavar="N", help="the first N samples of each domain")
+    run.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the run's folder (default: <data dir>/bench/<data>-<model>); reuse it to resume",
+    )
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help=f"requests at once to a server (default {DEFAULT_REMOTE_CONCURRENCY}; "
+        "a local model runs one at a time)",
+    )
+    run.add_argument(
+        "--keep-reasoning", action="store_true", help="store each prediction's reasoning too"
+    )
+    judge = parser.add_argument_group("judging")
+    judge.add_argument("--judge-server", metavar="URL", help="OpenAI-compatible judge endpoint")
+    judge.add_argument("--judge-model", metavar="NAME", help="the judge model on that server")
+    judge.add_argument("--judge-model-path", metavar="GGUF", help="a local GGUF judge instead")
+    judge.add_argument(
+        "--judge-api-key-env", metavar="VAR", help="environment variable holding its API key"
+    )
+    judge.add_argument("--judge-ctx", type=int, metavar="N", help="the judge's context size")
+    judge.add_argument(
+        "--judge-max-tokens", type=int, default=16384, metavar="N", help="default 16384"
+    )
+    judge.add_argument(
+        "--judge-concurrency",
+        type=int,
+        metavar="N",
+        help=f"requests at once to the judge server (default {DEFAULT_REMOTE_CONCURRENCY})",
+    )
+    score = parser.add_argument_group("scores")
+    score.add_argument("--raw", action="store_true", help="1-5 means instead of 0-100 scores")
+    score.add_argument("--json", action="store_true", help="print the scores as JSON")
+    parser.set_defaults(handler=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    first, rest = args.paths[0], args.paths[1:]
+    if first == "score":
+        return _score(rest, args)
+    if first == "judge":
+        if len(rest) != 1:
+            raise UserError("usage: agentworld bench judge OUT_DIR --judge-server URL ...")
+        return _judge_only(Path(rest[0]), args)
+    if rest:
+        raise UserError(
+            f"one DATA_DIR at a time (got {len(args.paths)} paths); "
+            "to compare runs use: agentworld bench score OUT_DIR OTHER_OUT_DIR"
+        )
+    return _run(Path(first), args)
+
+
+# -- the steps --------------------------------------------------------------------------------
+def _run(data: Path, args: argparse.Namespace) -> int:
+    from agentworld_tui.domains import DOMAINS
+    from agentworld_tui.engines.base import EngineError
+    from agentworld_tui.evaluation.bench import BenchError, BenchRun, load_samples, predict_samples
+    from agentworld_tui.launch import generation_params, make_engine, settings_from_args
+
+    spec = _judge_spec(args)
+    domains = _domains(args.domains)
+    if args.limit is not None and args.limit < 1:
+        raise UserError("--limit must be 1 or more")
+    try:
+        samples = load_samples(
+            data, domains=domains, limit=args.limit, known=lambda name: name in DOMAINS
+        )
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
+    for problem in samples.problems:
+        _say(problem)
+    settings = settings_from_args(args)
+    engine = make_engine(settings)
+    remote = bool(settings.server.url)
+    concurrency = _concurrency(args.concurrency, remote)
+    try:
+        engine.load()
+    except EngineError as exc:
+        raise UserError(str(exc)) from None
+    params = generation_params(settings)
+    out = Path(args.out) if args.out else _default_out(data, engine.info.name)
+    run = BenchRun(out)
+    try:
+        run.begin(data, engine.info.name, engine.info.where, params)
+        counts = ", ".join(f"{d} {n}" for d, n in sorted(samples.by_domain().items()))
+        _say(f"{len(samples.samples)} samples ({counts}); results in {out}")
+        summary = predict_samples(
+            engine,
+            samples.samples,
+            run,
+            params,
+            concurrency=concurrency,
+            keep_reasoning=args.keep_reasoning,
+        )
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        engine.unload()
+    if summary.resumed:
+        _say(f"resumed: {summary.resumed} samples were already predicted")
+    _say(f"predicted {summary.predicted} samples, {summary.failed} failed")
+    for problem in summary.problems:
+        _say(f"  {problem}")
+    status = 1 if summary.failed else 0
+    if spec is not None:
+        status = max(status, _judge(run, samples, spec, args))
+    return max(status, _print_scores([run], args, quiet_if_empty=spec is None))
+
+
+def _judge_only(out: Path, args: argparse.Namespace) -> int:
+    from agentworld_tui.domains import DOMAINS
+    from agentworld_tui.evaluation.bench import BenchError, BenchRun, load_samples
+
+    spec = _judge_spec(args)
+    if spec is None:
+        raise UserError(
+            "give a judge: --judge-server URL --judge-model NAME, or --judge-model-path"
+        )
+    run = BenchRun(out)
+    try:
+        info = run.require()
+        samples = load_samples(Path(str(info["data"])), known=lambda name: name in DOMAINS)
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
+    status = _judge(run, samples, spec, args)
+    return max(status, _print_scores([run], args))
+
+
+def _judge(run: BenchRun, samples: SampleSet, spec: JudgeSpec, args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from agentworld_tui.engines.base import EngineError
+    from agentworld_tui.engines.judge import JUDGE_PARAMS
+    from agentworld_tui.evaluation.bench import BenchError
+    from agentworld_tui.evaluation.judging import judge_run, make_judge_engine
+
+    judge = make_judge_engine(spec)
+    try:
+        judge.load()
+    except EngineError as exc:
+        raise UserError(f"judge: {exc}") from None
+    params = replace(JUDGE_PARAMS, max_tokens=args.judge_max_tokens)
+    _say(f"judging with {judge.info.name} ({judge.info.where})")
+    try:
+        summary = judge_run(
+            judge,
+            samples.samples,
+            run,
+            params,
+            concurrency=_concurrency(args.judge_concurrency, bool(spec.server)),
+        )
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        judge.unload()
+    _say(
+        f"judged {summary.judged}, unreadable {summary.unreadable}, judge failed "
+        f"{summary.failed}"
+        + (f", no reference {summary.no_reference}" if summary.no_reference else "")
+    )
+    for problem in summary.problems:
+        _say(f"  {problem}")
+    return 1 if summary.failed else 0
+
+
+def _score(paths: list[str], args: argparse.Namespace) -> int:
+    from agentworld_tui.evaluation.bench import BenchRun
+
+    if not 1 <= len(paths) <= 2:
+        raise UserError("usage: agentworld bench score OUT_DIR [OTHER_OUT_DIR]")
+    return _print_scores([BenchRun(Path(p)) for p in paths], args)
+
+
+def _print_scores(
+    runs: list[BenchRun], args: argparse.Namespace, quiet_if_empty: bool = False
+) -> int:
+    from agentworld_tui.evaluation.bench import BenchError
+    from agentworld_tui.evaluation.scores import compare_table, score_run, score_table, scores_json
+
+    try:
+        scores = [score_run(run, _run_name(run)) for run in runs]
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
+    if quiet_if_empty and not any(s.keys() for s in scores):
+        return 0
+    if args.json:
+        sys.stdout.write(scores_json(*scores))
+    elif len(scores) == 2:
+        print(compare_table(scores[0], scores[1]))
+    else:
+        print(score_table(scores[0], raw=args.raw))
+    return 0
+
+
+# -- flags -------------------------------------------------------------------------------------
+def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
+    from agentworld_tui.evaluation.judging import JudgeSpec
+
+    spec = JudgeSpec(
+        server=args.judge_server or "",
+        model=args.judge_model or "",
+        model_path=args.judge_model_path or "",
+        api_key_env=args.judge_api_key_env or "",
+        n_ctx=args.judge_ctx or 0,
+        threads=args.threads or 0,
+        gpu_layers=-1 if args.gpu_layers is None else args.gpu_layers,
+    )
+    problem = spec.problem()
+    if problem:
+        raise UserError(problem)
+    if spec.model_path and not Path(spec.model_path).expanduser().is_file():
+        raise UserError(f"--judge-model-path: {spec.model_path}: no such file")
+    if args.judge_max_tokens < 1:
+        raise UserError("--judge-max-tokens must be 1 or more")
+    return spec if spec.given else None
+
+
+def _domains(values: list[str] | None) -> list[str]:
+    from agentworld_tui.domains import DOMAINS
+
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DOMAINS]
+    if unknown:
+        raise UserError(f"unknown domain {unknown[0]!r}; choose from {', '.join(DOMAINS)}")
+    return names
+
+
+def _concurrency(value: int | None, remote: bool) -> int:
+    if value is not None and value < 1:
+        raise UserError("concurrency must be 1 or more")
+    if not remote:
+        if value is not None and value > 1:
+            _say("a local model answers one request at a time; running one at a time")
+        return 1
+    return value or DEFAULT_REMOTE_CONCURRENCY
+
+
+def _default_out(data: Path, model: str) -> Path:
+    from agentworld_tui.config import data_dir
+
+    name = f"{data.resolve().name}-{Path(model).stem or model}"
+    return data_dir() / "bench" / (re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "run")
+
+
+def _run_name(run: BenchRun) -> str:
+    info = run.info() or {}
+    model = info.get("model")
+    return f"{run.folder} ({model})" if model else str(run.folder)
+
+
+def _say(message: str) -> None:
+    print(f"agentworld: bench: {message}", file=sys.stderr)

@@ -1,0 +1,190 @@
+"""Judging a turn in the app: ``JudgeSetup`` asks for the reference observation and the
+judge to use; ``JudgeView`` shows a verdict (five scores, their mean, strengths and
+weaknesses, or why there is no judgement).
+
+The pane's flow: push ``JudgeSetup(reference=..., loaded_model=...)``; it dismisses with a
+``JudgeRequest`` or None. Build the judge's messages with
+``world.judge.turn_judge_messages(session, turn, request.reference)``, run
+``engines.judge.run_judge(engine, messages, reference=request.reference)`` in a worker on
+the loaded engine (``request.judge is None``) or on
+``evaluation.judging.make_judge_engine(request.judge)`` after ``load()``, store
+``turn.judgement = verdict.to_dict()``, save, and push ``JudgeView(verdict)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
+
+from agentworld_tui.evaluation.judging import JudgeSpec
+from agentworld_tui.world.judge import DIMENSIONS, Verdict
+from agentworld_tui.world.sanitize import sanitize
+
+ANSWER_SHOWN_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    reference: str
+    """The real observation to compare the turn's prediction with."""
+    judge: JudgeSpec | None
+    """Another judge engine; None: the model the app has loaded."""
+
+
+class JudgeSetup(ModalScreen[JudgeRequest | None]):
+    DEFAULT_CSS = """
+    JudgeSetup { align: center middle; }
+    JudgeSetup > Vertical {
+        width: 90%; height: 90%; border: thick $primary; background: $surface; padding: 0 1;
+    }
+    JudgeSetup #reference { height: 1fr; }
+    JudgeSetup Input { width: 1fr; }
+    JudgeSetup .row { height: auto; }
+    JudgeSetup #buttons { height: auto; align-horizontal: right; }
+    JudgeSetup #judge-error { color: $error; height: auto; }
+    """
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "judge", "Judge", priority=True),
+    ]
+
+    def __init__(
+        self, reference: str = "", *, loaded_model: str = "", last: JudgeSpec | None = None
+    ) -> None:
+        super().__init__()
+        self.reference = reference
+        self.loaded_model = loaded_model
+        self.last = last
+
+    def compose(self) -> ComposeResult:
+        last = self.last or JudgeSpec()
+        with Vertical():
+            yield Label("Reference observation (the real one; paste it if the turn has none)")
+            yield TextArea(self.reference, id="reference", soft_wrap=False)
+            yield Label("Judge")
+            with RadioSet(id="which"):
+                yield RadioButton(
+                    f"The loaded model ({self.loaded_model or 'none loaded'})",
+                    value=not (last.server or last.model_path),
+                    id="loaded",
+                )
+                yield RadioButton("A local GGUF file", value=bool(last.model_path), id="local")
+                yield RadioButton(
+                    "An OpenAI-compatible server", value=bool(last.server), id="server"
+                )
+            with Horizontal(classes="row"):
+                yield Input(last.model_path, placeholder="/path/to/judge.gguf", id="path")
+            with Horizontal(classes="row"):
+                yield Input(last.server, placeholder="http://host:8000/v1", id="url")
+                yield Input(last.model, placeholder="model name", id="model")
+                yield Input(last.api_key_env, placeholder="API key variable", id="key-env")
+            yield Static("", id="judge-error", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Judge (Ctrl+S)", id="judge", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "judge":
+            self.action_judge()
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _fail(self, message: str) -> None:
+        self.query_one("#judge-error", Static).update(message)
+
+    def action_judge(self) -> None:
+        reference = self.query_one("#reference", TextArea).text
+        if not reference.strip():
+            self._fail("Give the reference observation to compare with.")
+            return
+        pressed = self.query_one("#which", RadioSet).pressed_button
+        which = pressed.id if pressed is not None else "loaded"
+        value = {i: self.query_one(f"#{i}", Input).value.strip() for i in ("path", "url", "model")}
+        key_env = self.query_one("#key-env", Input).value.strip()
+        if which == "local":
+            if not value["path"]:
+                self._fail("Give the judge's GGUF file.")
+                return
+            self.dismiss(JudgeRequest(reference, JudgeSpec(model_path=value["path"])))
+        elif which == "server":
+            if not value["url"]:
+                self._fail("Give the server's URL.")
+                return
+            spec = JudgeSpec(server=value["url"], model=value["model"], api_key_env=key_env)
+            self.dismiss(JudgeRequest(reference, spec))
+        else:
+            if not self.loaded_model:
+                self._fail("No model is loaded: choose a local GGUF or a server.")
+                return
+            self.dismiss(JudgeRequest(reference, None))
+
+
+def verdict_table(verdict: Verdict) -> Table:
+    """The five scores, the mean and the 0-100 score, as a table of plain text cells."""
+    table = Table(expand=False, show_edge=False)
+    table.add_column("Dimension", no_wrap=True)
+    table.add_column("Score (1-5)", justify="right")
+    judgement = verdict.judgement
+    assert judgement is not None
+    for dimension in DIMENSIONS:
+        table.add_row(Text(dimension.capitalize()), Text(f"{judgement.scores[dimension]:g}"))
+    table.add_row(Text("Mean", style="bold"), Text(f"{judgement.total:.2f}", style="bold"))
+    table.add_row(Text("Score (0-100)"), Text(f"{judgement.normalised:.1f}"))
+    return table
+
+
+class JudgeView(ModalScreen[None]):
+    DEFAULT_CSS = """
+    JudgeView { align: center middle; }
+    JudgeView > VerticalScroll {
+        width: 90; max-width: 95%; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 1 2;
+    }
+    JudgeView .heading { text-style: bold; margin-top: 1; }
+    JudgeView #verdict-error { color: $error; }
+    """
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, verdict: Verdict, title: str = "Judgement") -> None:
+        super().__init__()
+        self.verdict = verdict
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        verdict = self.verdict
+        with VerticalScroll():
+            yield Static(Text(self.title_text, style="bold"))
+            if verdict.judge:
+                yield Static(Text(f"Judge: {sanitize(verdict.judge)}", style="dim"))
+            judgement = verdict.judgement
+            if judgement is None:
+                yield Static(Text(sanitize(verdict.error) or "no judgement"), id="verdict-error")
+                if verdict.answer:
+                    yield Static(Text("The judge's answer", style="bold"), classes="heading")
+                    yield Static(Text(sanitize(verdict.answer[-ANSWER_SHOWN_CHARS:])))
+                return
+            yield Static(verdict_table(verdict), id="scores")
+            if judgement.note:
+                yield Static(Text(f"Note: {judgement.note}", style="dim"))
+            for heading, items in (
+                ("Strengths", judgement.strengths),
+                ("Weaknesses", judgement.weaknesses),
+            ):
+                yield Static(Text(heading), classes="heading")
+                lines = "\n".join(f"• {sanitize(item)}" for item in items) or "(none given)"
+                yield Static(Text(lines))
+            with Horizontal():
+                yield Button("Close", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
