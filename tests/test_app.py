@@ -55,7 +55,7 @@ def make_app(model: Path | None, **generation: object) -> AgentWorldApp:
         settings.model.path = str(model)
     for key, value in generation.items():
         setattr(settings.generation, key, value)
-    return AgentWorldApp(settings)
+    return AgentWorldApp(settings, offer_models=False)
 
 
 async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 30) -> None:

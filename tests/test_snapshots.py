@@ -36,7 +36,7 @@ def app_for(model: Path | None) -> AgentWorldApp:
     settings.model.threads = 2
     if model is not None:
         settings.model.path = str(model)
-    return AgentWorldApp(settings)
+    return AgentWorldApp(settings, offer_models=False)
 
 
 async def freeze_status(app: AgentWorldApp) -> None:

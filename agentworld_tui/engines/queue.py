@@ -46,6 +46,8 @@ class LoadJob:
     on_progress: Callable[[str], None]
     on_done: Callable[[str | None], None]
     """Called with None on success, else the error message."""
+    engine: Engine | None = None
+    """A new engine replacing the current one (which is unloaded first)."""
 
 
 class EngineQueue:
@@ -63,6 +65,15 @@ class EngineQueue:
         self, on_progress: Callable[[str], None], on_done: Callable[[str | None], None]
     ) -> None:
         self._jobs.put(LoadJob(on_progress, on_done))
+
+    def switch(
+        self,
+        engine: Engine,
+        on_progress: Callable[[str], None],
+        on_done: Callable[[str | None], None],
+    ) -> None:
+        """Use another model from now on: turns already asked for finish on the old one."""
+        self._jobs.put(LoadJob(on_progress, on_done, engine))
 
     def submit(self, job: TurnJob) -> None:
         with self._lock:
@@ -106,6 +117,10 @@ class EngineQueue:
             self.engine.unload()
 
     def _load(self, job: LoadJob) -> None:
+        if job.engine is not None:
+            if self.engine is not None and self.engine.loaded:
+                self.engine.unload()
+            self.engine = job.engine
         if self.engine is None:
             job.on_done("no model configured")
             return

@@ -52,6 +52,7 @@ class AgentWorldApp(App[int]):
         Binding("f7", "branches", "Branches", tooltip="Switch, regenerate or edit earlier turns"),
         Binding("f8", "replay", "Replay", tooltip="Open AgentWorldBench trajectories"),
         Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
+        Binding("f3", "models", "Models", tooltip="Choose, download or switch the model"),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -63,12 +64,14 @@ class AgentWorldApp(App[int]):
         engine: Engine | None = None,
         session_file: Path | None = None,
         offer_resume: bool = True,
+        offer_models: bool = True,
     ) -> None:
         super().__init__()
         self.settings = settings
         self.library = SessionLibrary()
         self.session_file = session_file
         self.offer_resume = offer_resume and session_file is None
+        self.offer_models = offer_models
         self.workspace: Workspace = self.library.new()
         self.params: GenerationParams = generation_params(settings)
         self.engine_error = ""
@@ -102,6 +105,8 @@ class AgentWorldApp(App[int]):
         if self.engine is None:
             self.model_status.phase = ""
             self._no_model_help()
+            if self.offer_models and not self.settings.server.url:
+                self.call_after_refresh(self.action_models)
         else:
             self.queue.load(self._load_progress, self._load_done)
         self._show_status()
@@ -377,6 +382,38 @@ class AgentWorldApp(App[int]):
             self.model_ready.set()
         self._show_status()
 
+    def action_models(self) -> None:
+        from agentworld_tui.ui.screens.model_picker import ModelPicker
+
+        if any(p.busy for p in self.panes()):
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return
+        self.push_screen(ModelPicker(), self.use_model)
+
+    def use_model(self, path: Path | None) -> None:
+        """Load ``path`` in place of the current model and remember it in the settings."""
+        self.call_after_refresh(self._focus_editor)
+        if path is None:
+            return
+        from agentworld_tui.config import save_settings
+
+        self.settings.model.path = str(path)
+        self.settings.server.url = ""
+        try:
+            save_settings(self.settings)
+        except OSError as exc:
+            self.notify(f"could not save the settings: {exc}", severity="warning")
+        try:
+            engine = make_engine(self.settings)
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.engine, self.engine_error = engine, ""
+        self.model_ready.clear()
+        self.model_status = StatusInfo(model=engine.info.name, phase="loading model")
+        self.queue.switch(engine, self._load_progress, self._load_done)
+        self._show_status()
+
     def can_generate(self, pane: DomainPane) -> bool:
         if self.engine is None or self.engine_error:
             pane.show_error(self.engine_error or "no model is configured")
@@ -398,7 +435,10 @@ class AgentWorldApp(App[int]):
         self.call_after_refresh(self._focus_editor)
 
     def _mark_busy(self) -> None:
-        tabs = self.tabs()
+        try:
+            tabs = self.tabs()
+        except (IndexError, NoMatches):  # closing
+            return
         for pane in self.panes():
             tab = tabs.get_tab(f"tab-{pane.domain.name}")
             label = pane.domain.title + (" ●" if pane.busy else "")
@@ -420,7 +460,10 @@ class AgentWorldApp(App[int]):
             if ps.n_ctx:
                 info.n_ctx = ps.n_ctx
         info.queued = [job.owner for job in self.queue.waiting()]
-        self.query_one("#status", StatusBar).show(info)
+        try:
+            self.screen_stack[0].query_one("#status", StatusBar).show(info)
+        except (IndexError, NoMatches):  # closing
+            pass
 
     def on_domain_pane_turn_finished(self, event: DomainPane.TurnFinished) -> None:
         self._mark_busy()
