@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -460,10 +461,8 @@ class AgentWorldApp(App[int]):
             if ps.n_ctx:
                 info.n_ctx = ps.n_ctx
         info.queued = [job.owner for job in self.queue.waiting()]
-        try:
+        with contextlib.suppress(IndexError, NoMatches):  # closing
             self.screen_stack[0].query_one("#status", StatusBar).show(info)
-        except (IndexError, NoMatches):  # closing
-            pass
 
     def on_domain_pane_turn_finished(self, event: DomainPane.TurnFinished) -> None:
         self._mark_busy()
