@@ -260,3 +260,8 @@ def test_wide_characters_keep_the_grid() -> None:
 def test_small_sizes_are_raised_to_a_minimum() -> None:
     lines = wireframe(scenario("settings-home").state, 3, 2)
     assert len(lines) == 8 and all(len(line) == 12 for line in lines)
+
+
+def test_a_deeply_nested_answer_gives_no_nodes_and_no_crash() -> None:
+    assert parse_hierarchy("[" * 5000 + "]" * 5000) == []
+    assert wireframe("{" * 3000, COLS, ROWS)[0].startswith("╭")

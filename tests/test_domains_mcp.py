@@ -246,3 +246,13 @@ def test_schema_subset() -> None:
     }
     assert "at most 2 items" in problems["arguments.tags"]
     assert problems["arguments.flag"].startswith("must be true or false")
+
+
+def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(ActionError, match="nested too deeply"):
+        MCP.parse_action('{"name": "x", "arguments": {"a": ' + deep + "}}", Scenario("x", "X"))
+    with pytest.raises(ToolListError, match="nested too deeply"):
+        tools_from_json(deep)
+    action = MCP.parse_action('{"name": "x"}', Scenario("x", "X"))
+    assert MCP.observation_lexer(action, deep) == "text"

@@ -199,3 +199,14 @@ def test_missing_and_binary_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ScenarioFileError, match="cannot read"):
         load_scenario_file(binary)
+
+
+def test_lexer_names_are_known_to_pygments() -> None:
+    from pygments.lexers import get_lexer_by_name
+
+    from agentworld_tui.domains.swe import _LEXERS, _NAMED
+
+    names = {d.lexer for d in DOMAINS.values()} | set(_LEXERS.values()) | set(_NAMED.values())
+    names |= {"json", "xml", "html", "markdown", "python"}
+    for name in sorted(names):
+        assert get_lexer_by_name(name) is not None, name

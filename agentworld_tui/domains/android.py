@@ -20,6 +20,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -310,7 +311,7 @@ def parse_hierarchy(text: str) -> list[UINode]:
     stripped = text.strip()
     if stripped[:1] in "[{":
         try:
-            data = json.loads(stripped)
+            data = read_json(stripped)
         except json.JSONDecodeError:
             data = None
         if data is not None:
@@ -661,7 +662,7 @@ class AndroidDomain:
         if stripped in ACTION_NAMES or stripped in ALIASES:
             return self.make_action({"action": stripped}, scenario)
         try:
-            data = json.loads(stripped)
+            data = read_json(stripped)
         except json.JSONDecodeError as exc:
             raise ActionError(
                 f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",

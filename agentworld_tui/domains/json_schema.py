@@ -35,6 +35,15 @@ class SchemaProblem:
         return f"{self.path} {self.message}"
 
 
+def read_json(text: str) -> Any:
+    """``json.loads`` for text from users and models: nesting too deep for the parser is
+    reported as a JSONDecodeError like any other malformed JSON, never a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
 def _is_type(value: Any, name: str) -> bool:
     if name == "object":
         return isinstance(value, dict)

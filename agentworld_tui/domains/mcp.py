@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import (
     Tool,
     ToolListError,
@@ -50,7 +51,7 @@ def is_json(text: str) -> bool:
     if not stripped or stripped[0] not in "[{":
         return False
     try:
-        json.loads(stripped)
+        read_json(stripped)
     except json.JSONDecodeError:
         return False
     return True

@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import ToolListError, looks_like_tool_list, tools_from_data
 from agentworld_tui.world.domain import Scenario
 
@@ -83,7 +84,7 @@ def scenario_from_text(
     if suffix == ".json":
         parsed: Any = None
         with contextlib.suppress(json.JSONDecodeError):
-            parsed = json.loads(text)
+            parsed = read_json(text)
         if parsed is not None and looks_like_tool_list(parsed):
             try:
                 tools = tools_from_data(parsed)

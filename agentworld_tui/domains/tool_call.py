@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.domains.json_schema import schema_problems
+from agentworld_tui.domains.json_schema import read_json, schema_problems
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
@@ -115,7 +115,7 @@ def tools_from_data(data: Any) -> list[Tool]:
 def tools_from_json(text: str) -> list[Tool]:
     """Tools from pasted JSON or a saved ``tools/list`` file's text."""
     try:
-        data = json.loads(text)
+        data = read_json(text)
     except json.JSONDecodeError as exc:
         raise ToolListError(
             f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
@@ -184,7 +184,7 @@ def parse_tool_call(text: str) -> dict[str, Any]:
             f"the call is {len(stripped):,} characters; the limit is {MAX_CALL_CHARS:,}"
         )
     try:
-        data = json.loads(stripped)
+        data = read_json(stripped)
     except json.JSONDecodeError as exc:
         raise ActionError(
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
@@ -208,7 +208,7 @@ def call_from_data(data: Any) -> dict[str, Any]:
     arguments = data.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = read_json(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise ActionError(
                 f"arguments given as text are not JSON: {exc.msg}", field="arguments"
@@ -229,7 +229,12 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
         raise ActionError(
             f"unknown tool {call['name']!r}; available tools: {available}", field="name"
         )
-    problems = schema_problems(call["arguments"], tool.input_schema)
+    try:
+        problems = schema_problems(call["arguments"], tool.input_schema)
+    except RecursionError:
+        raise ActionError(
+            f"{tool.name}: the arguments are nested too deeply to check", field="arguments"
+        ) from None
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

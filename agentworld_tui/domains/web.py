@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -206,7 +207,7 @@ def parse_call(text: str) -> tuple[str, dict[str, Any]]:
 
 def _parse_json(text: str) -> tuple[str, dict[str, Any]]:
     try:
-        data = json.loads(text)
+        data = read_json(text)
     except json.JSONDecodeError as exc:
         raise ActionError(
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
