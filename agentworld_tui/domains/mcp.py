@@ -14,6 +14,7 @@ from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import (
     Tool,
     ToolListError,
+    call_from_data,
     call_json,
     check_call,
     load_tools,
@@ -71,8 +72,6 @@ class McpDomain:
 
     def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
         """A call built by the pane from the picked tool and the arguments editor."""
-        from agentworld_tui.domains.tool_call import call_from_data
-
         call = call_from_data({"name": name, "arguments": arguments})
         tools = self.tools(scenario)
         if tools is not None:

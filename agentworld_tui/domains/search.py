@@ -11,7 +11,7 @@ told.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentworld_tui.domains.tool_call import (
@@ -117,8 +117,6 @@ def simulation_instruction(scenario: Scenario) -> str:
 
 def with_simulation(scenario: Scenario, target_query: str, reference_answer: str) -> Scenario:
     """The scenario with its simulation instruction replaced (empty strings remove it)."""
-    from dataclasses import replace
-
     extras = {
         k: v
         for k, v in scenario.extras.items()

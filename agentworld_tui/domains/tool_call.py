@@ -9,7 +9,7 @@ ones (``input_schema``, or OpenAI's ``{"type": "function", "function": {..., "pa
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +162,6 @@ def scenario_tools(scenario: Scenario) -> list[Tool] | None:
 
 def with_tools(scenario: Scenario, tools: list[Tool]) -> Scenario:
     """The same scenario with its tool list replaced (a pasted or loaded list)."""
-    from dataclasses import replace
-
     extras = {**scenario.extras, "tools": [t.to_dict() for t in tools]}
     return replace(scenario, extras=extras)
 
