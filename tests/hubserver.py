@@ -206,7 +206,8 @@ class _HubHandler(_Handler):
         if repo is None or (revision is not None and not self.revision_ok(repo, revision)):
             return
         if kind == "tree":
-            self.send_json(self.tree(repo, sub))
+            recursive = query.get("recursive", ["false"])[0].lower() == "true"
+            self.send_json(self.tree(repo, sub, recursive))
             return
         blobs = query.get("blobs", ["false"])[0].lower() == "true"
         siblings: list[dict[str, Any]] = []
@@ -237,7 +238,7 @@ class _HubHandler(_Handler):
             }
         )
 
-    def tree(self, repo: HubRepo, sub: str) -> list[dict[str, Any]]:
+    def tree(self, repo: HubRepo, sub: str, recursive: bool) -> list[dict[str, Any]]:
         prefix = f"{sub}/" if sub else ""
         items: list[dict[str, Any]] = []
         folders: set[str] = set()
@@ -246,7 +247,11 @@ class _HubHandler(_Handler):
                 continue
             rest = path[len(prefix) :]
             if "/" in rest:
-                folders.add(prefix + rest.split("/")[0])
+                parts = rest.split("/")[:-1]
+                depth = len(parts) if recursive else 1
+                folders.update(prefix + "/".join(parts[: i + 1]) for i in range(depth))
+                if not recursive:
+                    continue
             item: dict[str, Any] = {
                 "type": "file",
                 "oid": git_blob_id(hub_file.data),

@@ -275,3 +275,21 @@ def test_a_second_writer_is_refused_while_one_holds_the_file(hub: HubServer) -> 
         pull(entry())
     assert cdn_gets(hub) == []
     assert pull(entry()).read_bytes() == data
+
+
+def test_the_server_tree_listing_reads_like_the_hub(hub: HubServer) -> None:
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile, RepoFolder
+
+    data = blob(1000, 19)
+    hub.add_repo(REPO, {"README.md": b"hi\n", "Q8_0/Tiny-Q8_0.gguf": data})
+    api = HfApi(endpoint=hub.url)
+    top = {item.path: item for item in api.list_repo_tree(REPO)}
+    assert set(top) == {"README.md", "Q8_0"}
+    assert isinstance(top["Q8_0"], RepoFolder)
+    deep = {item.path: item for item in api.list_repo_tree(REPO, recursive=True)}
+    model = deep["Q8_0/Tiny-Q8_0.gguf"]
+    assert isinstance(model, RepoFile) and model.lfs is not None
+    assert (model.lfs.sha256, model.lfs.size) == (hashlib.sha256(data).hexdigest(), len(data))
+    readme = deep["README.md"]
+    assert isinstance(readme, RepoFile) and readme.lfs is None and readme.size == 3
