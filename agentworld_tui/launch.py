@@ -54,11 +54,16 @@ def engine_flags() -> argparse.ArgumentParser:
     return flags
 
 
+settings_problems: list[str] = []
+"""What was wrong with the settings file last read (the app shows these too)."""
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     from agentworld_tui.config import load_settings, setup_logging
 
     loaded = load_settings()
     settings = loaded.settings
+    settings_problems[:] = loaded.problems
     for problem in loaded.problems:
         print(f"agentworld: config: {problem}", file=sys.stderr)
     if args.model:

@@ -254,3 +254,32 @@ async def test_damaged_session_file_is_refused_and_left_untouched(
         await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
         assert any("damaged" in n.message for n in app._notifications)
     assert damaged.read_bytes() == before
+
+
+async def test_thinking_can_be_switched_off_for_one_tab(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press("f4")
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        turn = pane(app).session.turns[0]
+        # With thinking off the template closes the reasoning block in the prompt, so the
+        # script's reasoning text is not reasoning any more.
+        assert turn.reasoning == ""
+        assert turn.stats["reasoning_tokens"] == 0
+        assert pane(app).turn_params().enable_thinking is False
+        assert app.params.enable_thinking is True
+
+
+async def test_settings_problems_are_shown_in_the_app(ls_model: Path) -> None:
+    from agentworld_tui import launch
+
+    launch.settings_problems[:] = ["config.toml: line 3: expected '=' (defaults used)"]
+    try:
+        app = make_app(ls_model)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            assert any("line 3" in n.message for n in app._notifications)
+    finally:
+        launch.settings_problems.clear()

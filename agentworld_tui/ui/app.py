@@ -54,6 +54,7 @@ class AgentWorldApp(App[int]):
         Binding("f8", "replay", "Replay", tooltip="Open AgentWorldBench trajectories"),
         Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
         Binding("f3", "models", "Models", tooltip="Choose, download or switch the model"),
+        Binding("f4", "toggle_thinking", "Thinking", tooltip="Thinking on/off for this tab"),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -100,6 +101,10 @@ class AgentWorldApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        from agentworld_tui.launch import settings_problems
+
+        for problem in settings_problems:
+            self.notify(problem, title="Settings", severity="warning", timeout=15)
         for pane in self.panes():
             for problem in pane.problems:
                 self.notify(problem, severity="warning", timeout=10)
@@ -487,6 +492,15 @@ class AgentWorldApp(App[int]):
             return
         if pane is not None and not pane.answer_now():
             self.notify("The model is not reasoning right now.", timeout=3)
+
+    def action_toggle_thinking(self) -> None:
+        pane = self.active_pane
+        if pane is None:
+            return
+        current = self.params.enable_thinking if pane.thinking is None else pane.thinking
+        pane.thinking = not current
+        state = "on" if pane.thinking else "off (faster, lower quality)"
+        self.notify(f"Thinking {state} for {pane.domain.title}, from the next turn.", timeout=4)
 
     def action_toggle_reasoning(self) -> None:
         pane = self.active_pane

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -22,6 +23,7 @@ from agentworld_tui.engines.base import (
     AnswerDelta,
     EngineEvent,
     Finished,
+    GenerationParams,
     PromptBuilt,
     PromptProgress,
     ReasoningDelta,
@@ -76,6 +78,8 @@ class DomainPane(Vertical):
         self.domain = domain
         self.session, self.problems = new_session(domain, scenario)
         self.job: TurnJob | None = None
+        self.thinking: bool | None = None
+        """This tab's own thinking switch; None follows the settings."""
         self.status = StatusInfo()
         self._events: deque[EngineEvent] = deque()
         self._timer: Timer | None = None
@@ -206,13 +210,19 @@ class DomainPane(Vertical):
             owner=self.domain.title,
             session=self.session,
             turn=turn,
-            params=self.awt_app.params,
+            params=self.turn_params(),
             sink=self._events.append,
         )
         self.awt_app.submit(self.job)
         if self._timer is not None:
             self._timer.resume()
         self.post_message(self.StatusChanged(self))
+
+    def turn_params(self) -> GenerationParams:
+        params = self.awt_app.params
+        if self.thinking is not None and self.thinking != params.enable_thinking:
+            params = replace(params, enable_thinking=self.thinking)
+        return params
 
     def stop(self) -> bool:
         if self.job is None:
