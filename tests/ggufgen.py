@@ -201,10 +201,13 @@ def write_recurrent_model(
     d_conv: int = 4,
     mixing: float = 0.0,
     seed: int = 0,
+    hybrid: bool = False,
 ) -> Path:
     """A scripted model on llama.cpp's ``mamba`` architecture (recurrent state, no KV cache).
 
-    With ``mixing`` 0 the Mamba blocks still run and keep a real recurrent state but add
+    ``hybrid`` makes it a ``jamba`` model instead: Mamba layers alternating with attention
+    layers (zero weights), so llama.cpp keeps a recurrent state *and* a KV cache, like the
+    real Qwen-AgentWorld model. With ``mixing`` 0 the Mamba blocks still run and keep a real recurrent state but add
     nothing to the residual, so the output is the script. A small ``mixing`` gives the
     blocks random weights whose output perturbs the logits (the script still wins by the
     logit gap), so a wrongly restored state shows in the logits.
@@ -223,13 +226,20 @@ def write_recurrent_model(
         std = scale / np.sqrt(shape[-1])  # unit-variance outputs for unit-variance inputs
         return (rng.standard_normal(shape) * std).astype(np.float32)
 
-    writer = gguf.GGUFWriter(str(path), "mamba")
+    n_head, n_ff = 4, 64
+    attention = [hybrid and i % 2 == 1 for i in range(n_layer)]
+    writer = gguf.GGUFWriter(str(path), "jamba" if hybrid else "mamba")
     writer.add_name("scripted-recurrent-test-model")
     writer.add_context_length(n_ctx_train)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(0)
-    writer.add_head_count(0)
+    if hybrid:
+        writer.add_feed_forward_length(n_ff)
+        writer.add_head_count(n_head)
+        writer.add_head_count_kv([n_head if a else 0 for a in attention])
+    else:
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
     writer.add_ssm_conv_kernel(d_conv)
     writer.add_ssm_inner_size(d_inner)
     writer.add_ssm_state_size(d_state)
@@ -242,9 +252,23 @@ def write_recurrent_model(
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
     writer.add_tensor("output.weight", table.out)
     # numpy shapes are (out, in): the reverse of llama.cpp's {ne0, ne1}.
+    zeros, ones = np.zeros, np.ones
     for i in range(n_layer):
         blk = f"blk.{i}."
-        writer.add_tensor(blk + "attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(blk + "attn_norm.weight", ones(n_embd, dtype=np.float32))
+        if hybrid:
+            writer.add_tensor(blk + "ffn_norm.weight", ones(n_embd, dtype=np.float32))
+            writer.add_tensor(blk + "ffn_gate.weight", zeros((n_ff, n_embd), dtype=np.float32))
+            writer.add_tensor(blk + "ffn_up.weight", zeros((n_ff, n_embd), dtype=np.float32))
+            writer.add_tensor(blk + "ffn_down.weight", zeros((n_embd, n_ff), dtype=np.float32))
+        if attention[i]:
+            for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+                writer.add_tensor(f"{blk}{name}.weight", zeros((n_embd, n_embd), np.float32))
+            continue
+        if hybrid:  # Jamba's Mamba layers norm dt, B and C
+            writer.add_tensor(blk + "ssm_dt_norm.weight", ones(dt_rank, dtype=np.float32))
+            writer.add_tensor(blk + "ssm_b_norm.weight", ones(d_state, dtype=np.float32))
+            writer.add_tensor(blk + "ssm_c_norm.weight", ones(d_state, dtype=np.float32))
         writer.add_tensor(blk + "ssm_in.weight", weight(2 * d_inner, n_embd))
         writer.add_tensor(blk + "ssm_conv1d.weight", weight(d_inner, d_conv))
         writer.add_tensor(blk + "ssm_conv1d.bias", np.zeros(d_inner, dtype=np.float32))

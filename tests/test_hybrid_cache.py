@@ -4,8 +4,9 @@ The real Qwen-AgentWorld model is hybrid (Gated DeltaNet layers keep a recurrent
 llama.cpp cannot cut such a state back to an earlier position, so a prompt that shares only
 part of what the context holds would be evaluated from the start. The engine saves the state
 at the end of each prompt's history and restores it on the next turn. These tests run that
-path on a small generated model of llama.cpp's ``mamba`` architecture (a pure recurrent
-model: the hardest case, nothing of it can be truncated).
+path on small generated models: llama.cpp's ``mamba`` architecture (purely recurrent:
+nothing of its cache can be truncated) and ``jamba`` (Mamba layers and attention layers, a
+hybrid like the real model, whose saved state holds a KV cache too).
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ from agentworld_tui.engines.llama import LlamaEngine, StateStore
 TURNS = 10
 
 
-@pytest.fixture
-def recurrent_model(tmp_path: Path) -> Callable[..., Path]:
-    def make(mixing: float = 0.0, name: str = "mamba.gguf") -> Path:
-        return write_recurrent_model(tmp_path / name, SCRIPT, mixing=mixing)
+@pytest.fixture(params=["mamba", "jamba"])
+def recurrent_model(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Path]:
+    """Factory for a scripted recurrent (mamba) or hybrid (jamba) model."""
+    hybrid = request.param == "jamba"
+
+    def make(mixing: float = 0.0, name: str = "") -> Path:
+        path = tmp_path / (name or f"{request.param}-{mixing}.gguf")
+        n_layer = 4 if hybrid else 2
+        return write_recurrent_model(path, SCRIPT, mixing=mixing, hybrid=hybrid, n_layer=n_layer)
 
     return make
 
@@ -87,12 +93,13 @@ def test_with_checkpoints_each_turn_reads_only_what_is_new(recurrent_model, llam
 
 
 def test_checkpoints_stay_within_their_memory_budget(recurrent_model, llama_engine) -> None:
-    probe = llama_engine(recurrent_model())
-    collect(probe.stream(MESSAGES, GREEDY, GenerationControl()))
-    one_state = probe.states.size
-    assert len(probe.states) == 1 and one_state > 0
+    # A hybrid model's saved state holds its KV cache too, so it grows turn by turn.
+    probe = llama_engine(recurrent_model(), n_ctx=8192)
+    play_session(probe, 6)
+    largest = max(len(c.data) for c in probe.states._items)
+    assert len(probe.states) == 6 and largest > 0
 
-    budget = int(one_state * 2.5)
+    budget = int(largest * 2.5)
     engine = llama_engine(recurrent_model(), n_ctx=8192, state_budget_bytes=budget)
     _, prompts, evaluated = play_session(engine, 6)
     assert 1 <= len(engine.states) <= 2
@@ -134,7 +141,7 @@ def test_a_restored_state_gives_the_same_logits_as_reading_everything(
     recurrent_model, llama_engine
 ) -> None:
     # Small random Mamba weights: the state now shapes the logits (the script still wins).
-    path = recurrent_model(mixing=0.002, name="mixing.gguf")
+    path = recurrent_model(mixing=0.002)
     one_token = GenerationParams(temperature=0.0, max_tokens=1)
 
     restored = llama_engine(path)
