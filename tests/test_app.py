@@ -283,3 +283,35 @@ async def test_settings_problems_are_shown_in_the_app(ls_model: Path) -> None:
             assert any("line 3" in n.message for n in app._notifications)
     finally:
         launch.settings_problems.clear()
+
+
+def _big_answer_model(path: Path, *, newline: bool) -> Path:
+    """An answer of 100 pieces of 10 kB: 100k lines, or one 1 MB line."""
+    if newline:
+        chunks = ["".join(f"row {i * 1000 + j:06d}\n" for j in range(1000)) for i in range(100)]
+    else:
+        chunks = [f"<{i:03d}>" + "x" * 9_995 for i in range(100)]
+    return write_scripted_model(
+        path, ["big", "</think>", "<predicted_observation>", *chunks, "</predicted_observation>"]
+    )
+
+
+@pytest.mark.parametrize("newline", [True, False], ids=["100k-lines", "1MB-line"])
+async def test_huge_answers_stay_responsive(tmp_path: Path, newline: bool) -> None:
+    app = make_app(_big_answer_model(tmp_path / "big.gguf", newline=newline))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"cat big", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy, 120)
+        observation = pane(app).session.turns[0].observation
+        view = pane(app).screen_view
+        if newline:
+            assert len(observation.splitlines()) == 100_000
+            assert view.line_count >= 100_000
+        else:
+            assert len(observation) == 1_000_000
+            longest = max(len(view.line(i).plain) for i in range(view.line_count))
+            assert longest == 1_000_000  # kept whole; only the display is cut
+        await pilot.press(*"echo hi")  # the prompt line still takes keys at once
+        await pilot.pause()
+        assert app.query_one("#keystrokes").value == "echo hi"

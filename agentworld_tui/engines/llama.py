@@ -257,6 +257,7 @@ class LlamaEngine:
             eos_token=self._token_text(llm, llm.token_eos()),
         )
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self._pieces: dict[int, bytes] = {}
         self._llm = llm
         log.info(
             "loaded %s: n_ctx=%d gpu_layers=%d threads=%d hybrid=%s",
@@ -284,6 +285,27 @@ class LlamaEngine:
         if token < 0:
             return ""
         return str(llm.detokenize([token], special=True).decode("utf-8", "replace"))
+
+    def _piece(self, token: int) -> bytes:
+        """The bytes of one token, whatever their length.
+
+        (llama-cpp-python's ``detokenize`` reads pieces into a 32-byte buffer and silently
+        cuts longer ones, such as a long run of spaces or dashes.)
+        """
+        piece = self._pieces.get(token)
+        if piece is None:
+            import llama_cpp
+
+            size = 64
+            while True:
+                buffer = ctypes.create_string_buffer(size)
+                n = int(llama_cpp.llama_token_to_piece(self._vocab, token, buffer, size, 0, True))
+                if n >= 0:
+                    piece = buffer.raw[:n]
+                    break
+                size = -n
+            self._pieces[token] = piece
+        return piece
 
     def unload(self) -> None:
         with self._lock:
@@ -388,7 +410,7 @@ class LlamaEngine:
                 generated += 1
                 if splitter.in_reasoning:
                     reasoning_tokens += 1
-                text = decoder.decode(llm.detokenize([token], special=True))
+                text = decoder.decode(self._piece(token))
                 if text:
                     yield from self._events(splitter, text, generated, reasoning_tokens)
                 if llm.n_tokens >= n_ctx:
