@@ -90,6 +90,10 @@ def test_reasons_and_mending_are_kept() -> None:
     )
     mended = parse_judgement('{"strengths": "one", "scores": ' + json.dumps(SCORES)[:-1] + ",},}")
     assert mended.strengths == ("one",) and mended.note == "JSON mended"
+    inside = parse_judgement(
+        '{"strengths": [",}", "a \\",]"], "scores": ' + json.dumps(SCORES) + ",}"
+    )
+    assert inside.strengths == (",}", 'a ",]')
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ _MAX_STARTS = 256
 
 _BLOCK = re.compile(r"<final_evaluation\s*>(.*?)(?:</final_evaluation\s*>|\Z)", re.S | re.I)
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})[^\n]*\n(.*?)(?:\n\s*\1\s*)?$", re.S)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_SPACES = re.compile(r"\s*")
 _NUMBER = r"(?P<value>-?\d+(?:\.\d+)?)"
 
 
@@ -305,11 +305,33 @@ def _loads(chunk: str) -> tuple[Any, bool]:
         return json.loads(chunk), False
     except (json.JSONDecodeError, RecursionError):
         pass
-    mended = _TRAILING_COMMA.sub(r"\1", chunk)
+    mended = _without_trailing_commas(chunk)
     try:
         return json.loads(mended, strict=False), True
     except (json.JSONDecodeError, RecursionError):
         return None, False
+
+
+def _without_trailing_commas(text: str) -> str:
+    """``text`` without commas right before a closing bracket, outside strings only."""
+    out: list[str] = []
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == ",":
+            after = _SPACES.match(text, i + 1)
+            if after is not None and text[after.end() : after.end() + 1] in ("}", "]"):
+                continue
+        out.append(ch)
+    return "".join(out)
 
 
 def _judgement_from(data: dict[str, Any]) -> Judgement:
