@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPT_DOMAINS = sorted(p.name for p in (ROOT / "prompts").iterdir() if p.is_dir())
+SHIPPED_PROMPTS = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in (ROOT / "prompts").rglob("*")
+    if p.is_file() and not p.name.startswith(".")
+)
 
 
 def run(*cmd: str | Path, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -59,10 +63,12 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_ships_prompts_and_the_model_catalog(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
+    from agentworld_tui.domains import DOMAINS
+
     assert "agentworld_tui/_shipped/models.toml" in names
-    for domain in PROMPT_DOMAINS:
+    for domain in DOMAINS:
         assert f"agentworld_tui/_shipped/prompts/{domain}/system_prompt.txt" in names
-    assert "terminal" in PROMPT_DOMAINS
+    assert {f"agentworld_tui/_shipped/{p}" for p in SHIPPED_PROMPTS} <= names
     styles = {str(p.relative_to(ROOT)) for p in (ROOT / "agentworld_tui").rglob("*.tcss")}
     assert styles <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
