@@ -24,6 +24,8 @@ from agentworld_tui.launch import (
 # nothing heavy at module level.
 COMMAND_MODULES: tuple[str, ...] = (
     "agentworld_tui.commands.export",
+    "agentworld_tui.commands.demo",
+    "agentworld_tui.commands.serve",
     "agentworld_tui.models.commands",
     "agentworld_tui.evaluation.commands",
 )

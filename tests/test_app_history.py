@@ -260,6 +260,10 @@ async def test_replay_shows_recorded_and_predicted_with_a_diff_then_carries_on(
         assert replay.view("predicted").text == "alpha output\n$"
         diff = replay.view("diff").text.splitlines()
         assert "-notes.txt  src" in diff and "+alpha output" in diff and " $" in diff
+        view = replay.view("diff")
+        lines = {view.line(i).plain: view.line(i) for i in range(view.line_count)}
+        assert [str(s.style) for s in lines["-notes.txt  src"].spans] == ["red"]
+        assert [str(s.style) for s in lines["+alpha output"].spans] == ["green"]
         # The model was asked exactly what the benchmark asks for this line.
         sample = load_benchmark(path).trajectories[0].samples[0]
         assert replay.replay.session.prompt(step.turn).messages == sample.conversation()

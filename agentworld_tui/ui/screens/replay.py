@@ -56,8 +56,11 @@ def diff_lines(lines: list[str]) -> list[Text]:
     """A unified diff, coloured by line kind (the text itself is never markup)."""
     shown: list[Text] = []
     for line in lines:
+        text = Text(sanitize(line))
         style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
-        shown.append(Text(sanitize(line), style=style))
+        if style:
+            text.stylize(style)  # as a span: LineView draws spans, not a Text's own style
+        shown.append(text)
     return shown
 
 
@@ -303,7 +306,9 @@ class ReplayScreen(Screen[Session | None]):
         if step is not None and step.turn.status != "pending":
             predicted.append(sanitize(step.turn.observation))
             if step.turn.note:
-                predicted.append_lines([Text(f"[{step.turn.note}]", style="yellow")])
+                note = Text(f"[{step.turn.note}]")
+                note.stylize("yellow")
+                predicted.append_lines([note])
         self.show_diff(step)
 
     def show_diff(self, step: ReplayStep | None) -> None:

@@ -1,0 +1,288 @@
+"""``agentworld demo SCRIPT``: play a scripted run into the real app, typing at a human
+pace, so a screen recorder captures a clean take; ``--screenshots DIR`` saves an SVG after
+each action.
+
+A demo script is TOML::
+
+    chars_per_second = 14   # typing speed (--cps overrides)
+    pause = 2.0             # seconds to hold after each turn
+    start_pause = 1.0       # before the first key
+
+    [[tab]]
+    domain = "terminal"
+    scenario = "python-project"          # optional: one of the domain's ready scenarios
+    actions = [
+      "ls -la",                          # typed, then sent with the tab's send key
+      { type = "git status", pause = 4 },
+      { type = "vim notes.txt", press = ["f2"] },   # these keys instead of the send key
+    ]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentworld_tui.launch import UserError
+
+if TYPE_CHECKING:
+    from agentworld_tui.config import Settings
+    from agentworld_tui.engines.base import Engine
+    from agentworld_tui.ui.demo import DemoOutcome
+
+DEFAULT_CPS = 14.0
+DEFAULT_PAUSE = 1.5
+MAX_PAUSE = 600.0
+DEFAULT_SIZE = (132, 40)
+
+
+class DemoScriptError(ValueError):
+    """A demo script that cannot be played; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class DemoAction:
+    text: str = ""
+    """Typed into the tab's action editor."""
+    press: tuple[str, ...] | None = None
+    """Keys pressed after typing; None: the tab's send key."""
+    pause: float | None = None
+    """Seconds to hold after the turn; None: the script's pause."""
+
+
+@dataclass(frozen=True)
+class DemoTab:
+    domain: str
+    scenario: str = ""
+    actions: tuple[DemoAction, ...] = ()
+
+
+@dataclass(frozen=True)
+class DemoScript:
+    tabs: tuple[DemoTab, ...]
+    chars_per_second: float = DEFAULT_CPS
+    pause: float = DEFAULT_PAUSE
+    start_pause: float = 1.0
+    steps: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", sum(len(t.actions) for t in self.tabs))
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DemoScriptError(f"{where} must be a number of seconds")
+    if not 0 <= value <= MAX_PAUSE:
+        raise DemoScriptError(f"{where} must be between 0 and {MAX_PAUSE:g} seconds")
+    return float(value)
+
+
+def _check_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise DemoScriptError(
+            f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(allowed))})"
+        )
+
+
+def _action(raw: Any, where: str) -> DemoAction:
+    if isinstance(raw, str):
+        return DemoAction(raw)
+    if not isinstance(raw, dict):
+        raise DemoScriptError(f"{where} must be text or a table with type, press, pause")
+    _check_keys(raw, {"type", "press", "pause"}, where)
+    text = raw.get("type", "")
+    if not isinstance(text, str):
+        raise DemoScriptError(f"{where}.type must be text")
+    press = raw.get("press")
+    if press is not None:
+        if isinstance(press, str):
+            press = [press]
+        if not isinstance(press, list) or not all(isinstance(k, str) and k for k in press):
+            raise DemoScriptError(f"{where}.press must be a key name or a list of them")
+        press = tuple(press)
+    if not text and not press:
+        raise DemoScriptError(f"{where} has nothing to type and no keys to press")
+    pause = raw.get("pause")
+    return DemoAction(text, press, None if pause is None else _seconds(pause, f"{where}.pause"))
+
+
+def parse_demo(data: dict[str, Any], source: str = "demo script") -> DemoScript:
+    """Check a parsed demo script against the domains and their ready scenarios."""
+    from agentworld_tui.domains import DOMAINS
+    from agentworld_tui.world.prompts import load_scenarios
+
+    _check_keys(data, {"tab", "chars_per_second", "pause", "start_pause"}, source)
+    cps = data.get("chars_per_second", DEFAULT_CPS)
+    if isinstance(cps, bool) or not isinstance(cps, int | float) or cps < 0:
+        raise DemoScriptError(f"{source}: chars_per_second must be a number from 0 (0: at once)")
+    raw_tabs = data.get("tab")
+    if not isinstance(raw_tabs, list) or not raw_tabs:
+        raise DemoScriptError(f"{source}: no [[tab]] tables: nothing to play")
+    tabs: list[DemoTab] = []
+    for i, raw in enumerate(raw_tabs, 1):
+        where = f"{source}: tab {i}"
+        if not isinstance(raw, dict):
+            raise DemoScriptError(f"{where} must be a table")
+        _check_keys(raw, {"domain", "scenario", "actions"}, where)
+        domain = raw.get("domain")
+        if domain not in DOMAINS:
+            raise DemoScriptError(f"{where}: domain must be one of {', '.join(DOMAINS)}")
+        scenario = raw.get("scenario", "")
+        if not isinstance(scenario, str):
+            raise DemoScriptError(f"{where}: scenario must be a scenario name")
+        if scenario:
+            names = [s.name for s in load_scenarios(domain)[0]]
+            if scenario not in names:
+                raise DemoScriptError(
+                    f"{where}: no {domain} scenario {scenario!r} (ready ones: "
+                    f"{', '.join(names) or 'none'})"
+                )
+        actions = raw.get("actions", [])
+        if not isinstance(actions, list):
+            raise DemoScriptError(f"{where}: actions must be a list")
+        tabs.append(
+            DemoTab(
+                domain,
+                scenario,
+                tuple(_action(a, f"{where} action {j}") for j, a in enumerate(actions, 1)),
+            )
+        )
+    return DemoScript(
+        tuple(tabs),
+        chars_per_second=float(cps),
+        pause=_seconds(data.get("pause", DEFAULT_PAUSE), f"{source}: pause"),
+        start_pause=_seconds(data.get("start_pause", 1.0), f"{source}: start_pause"),
+    )
+
+
+def load_demo(path: Path) -> DemoScript:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DemoScriptError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DemoScriptError(f"{path}: cannot read ({exc})") from None
+    try:
+        data = tomllib.loads(raw)
+    except tomllib.TOMLDecodeError as exc:
+        raise DemoScriptError(f"{path}: not valid TOML ({exc})") from None
+    return parse_demo(data, str(path))
+
+
+def _size(text: str) -> tuple[int, int]:
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.isdigit() or not height.isdigit():
+        raise argparse.ArgumentTypeError("give the size as WIDTHxHEIGHT, e.g. 132x40")
+    size = int(width), int(height)
+    if not (40 <= size[0] <= 500 and 12 <= size[1] <= 300):
+        raise argparse.ArgumentTypeError("the size must be 40x12 to 500x300 cells")
+    return size
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
+        "demo",
+        parents=[engine],
+        help="play a demo script into the app (for screen recordings)",
+        description="Play a demo script (TOML: per tab, the actions to type and the pauses) "
+        "into the real app at a human typing pace, waiting for every turn to finish.",
+    )
+    parser.add_argument("script", metavar="SCRIPT", help="the demo script (.toml)")
+    parser.add_argument(
+        "--screenshots", metavar="DIR", help="save an SVG of the screen after each action here"
+    )
+    parser.add_argument(
+        "--cps", type=float, metavar="N", help="typing speed in characters per second (0: at once)"
+    )
+    parser.add_argument(
+        "--headless",
+        action="store_true",
+        help="run without showing the app (with --screenshots: make screenshots only)",
+    )
+    parser.add_argument(
+        "--size",
+        type=_size,
+        metavar="WxH",
+        help=f"screen size in cells when headless (default {DEFAULT_SIZE[0]}x{DEFAULT_SIZE[1]})",
+    )
+    parser.add_argument(
+        "--stay", action="store_true", help="keep the app open after the last action"
+    )
+    parser.add_argument(
+        "--session",
+        metavar="FILE",
+        help="save the demo's turns to this session file (default: a temporary one)",
+    )
+    parser.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from agentworld_tui.launch import make_engine, settings_from_args
+
+    try:
+        script = load_demo(Path(args.script))
+    except DemoScriptError as exc:
+        raise UserError(str(exc)) from None
+    if args.cps is not None:
+        if args.cps < 0:
+            raise UserError("--cps must be 0 or more")
+        script = DemoScript(script.tabs, args.cps, script.pause, script.start_pause)
+    if args.stay and args.headless:
+        raise UserError("--stay needs the app on screen: leave out --headless")
+    settings = settings_from_args(args)
+    engine = make_engine(settings)
+    shots = Path(args.screenshots).expanduser() if args.screenshots else None
+    with tempfile.TemporaryDirectory(prefix="agentworld-demo-") as scratch:
+        session = Path(args.session).expanduser() if args.session else None
+        outcome = run_demo(
+            settings,
+            engine,
+            script,
+            screenshots=shots,
+            headless=args.headless,
+            size=args.size or DEFAULT_SIZE,
+            stay=args.stay,
+            session_file=session or Path(scratch) / "demo-session.json",
+        )
+    for path in outcome.screenshots:
+        print(f"agentworld: screenshot {path}", file=sys.stderr)
+    for warning in outcome.warnings:
+        print(f"agentworld: {warning}", file=sys.stderr)
+    if outcome.error:
+        print(f"agentworld: demo stopped: {outcome.error}", file=sys.stderr)
+        return 1
+    return 1 if outcome.warnings else 0
+
+
+def run_demo(
+    settings: Settings,
+    engine: Engine,
+    script: DemoScript,
+    *,
+    screenshots: Path | None,
+    headless: bool,
+    size: tuple[int, int],
+    stay: bool,
+    session_file: Path,
+) -> DemoOutcome:
+    """Start the app and play ``script`` into it; returns the ``DemoOutcome``."""
+    from agentworld_tui.ui.app import AgentWorldApp
+    from agentworld_tui.ui.demo import DemoPlayer
+
+    app = AgentWorldApp(settings, engine=engine, offer_resume=False)
+    app.workspace.path = session_file
+    player = DemoPlayer(script, screenshots=screenshots, quit_at_end=not stay)
+    if headless:
+        app.run(headless=True, size=size, auto_pilot=player.play)
+    else:
+        app.run(auto_pilot=player.play)
+    return player.outcome
