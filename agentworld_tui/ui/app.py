@@ -19,9 +19,15 @@ from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.engines.queue import EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
+from agentworld_tui.ui.panes.android import AndroidPane
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.panes.generic import GenericPane
+from agentworld_tui.ui.panes.mcp import McpPane
+from agentworld_tui.ui.panes.os import OsPane
+from agentworld_tui.ui.panes.search import SearchPane
+from agentworld_tui.ui.panes.swe import SwePane
 from agentworld_tui.ui.panes.terminal import TerminalPane
+from agentworld_tui.ui.panes.web import WebPane
 from agentworld_tui.ui.screens.sessions import ConfirmScreen, SessionBrowser
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
@@ -30,7 +36,15 @@ from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
-PANES: dict[str, type[DomainPane]] = {"terminal": TerminalPane}
+PANES: dict[str, type[DomainPane]] = {
+    "terminal": TerminalPane,
+    "mcp": McpPane,
+    "web": WebPane,
+    "android": AndroidPane,
+    "search": SearchPane,
+    "swe": SwePane,
+    "os": OsPane,
+}
 
 
 def first_scenario(domain: str) -> Scenario:

@@ -95,10 +95,14 @@ class DomainPane(Vertical):
         yield Static(id="scenario-line")
         with Horizontal(id="pane-body"):
             with Vertical(id="main"):
-                yield LineView(id="screen")
+                yield from self.compose_screen()
                 yield from self.compose_editor()
                 yield Static(id="action-error", classes="action-error hidden")
             yield ReasoningPanel(id="reasoning")
+
+    def compose_screen(self) -> ComposeResult:
+        """The simulated screen: a LineView with id ``screen`` (a pane may put more beside it)."""
+        yield LineView(id="screen")
 
     def compose_editor(self) -> ComposeResult:
         """The domain's action editor."""
@@ -159,6 +163,11 @@ class DomainPane(Vertical):
     def highlight_observation(self, text: str) -> list[Text]:
         return highlight(text, self.domain.lexer)
 
+    def highlight_turn(self, turn: Turn) -> list[Text]:
+        """A finished turn's observation, coloured; panes whose colouring depends on the
+        action (the file an editor showed) use ``domain.observation_lexer`` here."""
+        return self.highlight_observation(sanitize(turn.observation))
+
     def turn_start_line(self) -> int:
         """Where a new turn's output begins on the screen."""
         view = self.screen_view
@@ -172,7 +181,7 @@ class DomainPane(Vertical):
         """A finished turn, highlighted, with a note when it is not complete."""
         view = self.screen_view
         if turn.observation:
-            view.append_lines(self.highlight_observation(sanitize(turn.observation)))
+            view.append_lines(self.highlight_turn(turn))
         if turn.note:
             style = NOTE_STYLES.get(turn.status, "dim")
             view.append_lines([Text(f"[{turn.note}]", style=style)])

@@ -1,0 +1,1 @@
+"""Widgets shared by the panes whose agents call tools (MCP, Search, SWE)."""
