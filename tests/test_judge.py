@@ -326,3 +326,21 @@ async def test_judge_setup_returns_the_reference_and_the_judge() -> None:
     assert request is not None and request.reference == "real screen"
     assert request.judge is not None
     assert (request.judge.server, request.judge.model) == ("http://127.0.0.1:9/v1", "judge")
+
+
+def test_a_judged_turn_shows_its_verdict_in_the_markdown_export() -> None:
+    from agentworld_tui.world.export import markdown_transcript
+
+    session, _ = new_session(get_domain("terminal"), Scenario("s", "S", state="$ "))
+    for command in ("ls", "pwd"):
+        turn = session.begin_turn(session.domain.parse_action(command, session.scenario))
+        session.finish_turn(turn, observation="x", reasoning="", status="complete")
+    judgement = Judgement({d: float(v) for d, v in SCORES.items()})
+    session.turns[0].judgement = Verdict(judgement, judge="judge-9b").to_dict()
+    session.turns[1].judgement = Verdict(None, "unreadable judgement: no format score").to_dict()
+    text = markdown_transcript([session])
+    assert (
+        "*Judged by judge-9b: mean 3.60 of 5, score 65.0 (format 4, factuality 3, "
+        "consistency 5, realism 4, quality 2).*"
+    ) in text
+    assert "*Judged: no judgement (unreadable judgement: no format score).*" in text

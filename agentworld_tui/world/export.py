@@ -157,7 +157,27 @@ def _session_markdown(session: Session, reasoning: bool) -> str:
             lines.append(f"*{turn.status.replace('_', ' ')}{_one_line(why)}*")
         if turn.attempts:
             lines.append(f"*{len(turn.attempts)} earlier answer(s) to this action kept.*")
+        if turn.judgement:
+            lines.append(_judgement_line(turn.judgement))
     return "\n\n".join(lines)
+
+
+def _judgement_line(data: dict[str, Any]) -> str:
+    from agentworld_tui.world.judge import DIMENSIONS, Verdict
+
+    try:
+        verdict = Verdict.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return "*Judgement: damaged record.*"
+    by = f" by {_one_line(verdict.judge)}" if verdict.judge else ""
+    judgement = verdict.judgement
+    if judgement is None:
+        return f"*Judged{by}: no judgement ({_one_line(verdict.error)}).*"
+    scores = ", ".join(f"{d} {judgement.scores[d]:g}" for d in DIMENSIONS)
+    return (
+        f"*Judged{by}: mean {judgement.total:.2f} of 5, score {judgement.normalised:.1f}"
+        f" ({scores}).*"
+    )
 
 
 def _details(summary: str, body: str) -> str:
