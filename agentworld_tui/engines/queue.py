@@ -50,10 +50,19 @@ class LoadJob:
     """A new engine replacing the current one (which is unloaded first)."""
 
 
+@dataclass(eq=False)
+class CallJob:
+    """Any other use of the loaded model (a judgement, say), in turn with the rest."""
+
+    call: Callable[[Engine], object]
+    on_done: Callable[[object, str | None], None]
+    """Called with the result, or with None and the error message."""
+
+
 class EngineQueue:
     def __init__(self, engine: Engine | None) -> None:
         self.engine = engine
-        self._jobs: queue.Queue[TurnJob | LoadJob | None] = queue.Queue()
+        self._jobs: queue.Queue[TurnJob | LoadJob | CallJob | None] = queue.Queue()
         self._waiting: list[TurnJob] = []
         self._lock = threading.Lock()
         self.running: TurnJob | None = None
@@ -74,6 +83,9 @@ class EngineQueue:
     ) -> None:
         """Use another model from now on: turns already asked for finish on the old one."""
         self._jobs.put(LoadJob(on_progress, on_done, engine))
+
+    def call(self, job: CallJob) -> None:
+        self._jobs.put(job)
 
     def submit(self, job: TurnJob) -> None:
         with self._lock:
@@ -105,6 +117,9 @@ class EngineQueue:
             if isinstance(job, LoadJob):
                 self._load(job)
                 continue
+            if isinstance(job, CallJob):
+                self._call(job)
+                continue
             with self._lock:
                 if job in self._waiting:
                     self._waiting.remove(job)
@@ -133,6 +148,18 @@ class EngineQueue:
             job.on_done(f"could not load the model: {exc}")
         else:
             job.on_done(None)
+
+    def _call(self, job: CallJob) -> None:
+        if self.engine is None or not self.engine.loaded:
+            job.on_done(None, "no model is loaded")
+            return
+        try:
+            result = job.call(self.engine)
+        except Exception as exc:  # reported, never fatal to the worker
+            log.exception("engine call failed")
+            job.on_done(None, str(exc))
+        else:
+            job.on_done(result, None)
 
     def _run(self, job: TurnJob) -> None:
         if job.control.cancelled:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
@@ -17,7 +19,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from agentworld_tui.config import Settings, settings_path
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine, GenerationParams
-from agentworld_tui.engines.queue import EngineQueue, TurnJob
+from agentworld_tui.engines.queue import CallJob, EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
 from agentworld_tui.ui.panes.android import AndroidPane
 from agentworld_tui.ui.panes.base import DomainPane
@@ -31,6 +33,10 @@ from agentworld_tui.ui.panes.web import WebPane
 from agentworld_tui.ui.screens.sessions import ConfirmScreen, SessionBrowser
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.session import Turn
+
+if TYPE_CHECKING:
+    from agentworld_tui.ui.screens.judge_view import JudgeRequest
 from agentworld_tui.world.library import SessionLibrary
 from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.session import Session
@@ -69,6 +75,9 @@ class AgentWorldApp(App[int]):
         Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
         Binding("f3", "models", "Models", tooltip="Choose, download or switch the model"),
         Binding("f4", "toggle_thinking", "Thinking", tooltip="Thinking on/off for this tab"),
+        Binding("f9", "control", "Control", tooltip="Inject a perturbation into the next turns"),
+        Binding("f10", "world", "World", tooltip="Attach or edit a fictional world"),
+        Binding("f11", "judge", "Judge", tooltip="Judge the last turn against a reference"),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -515,6 +524,115 @@ class AgentWorldApp(App[int]):
         pane.thinking = not current
         state = "on" if pane.thinking else "off (faster, lower quality)"
         self.notify(f"Thinking {state} for {pane.domain.title}, from the next turn.", timeout=4)
+
+    def _idle_pane(self) -> DomainPane | None:
+        pane = self.active_pane
+        if pane is not None and pane.busy:
+            self.notify("Stop the running turn first (Esc).", severity="warning")
+            return None
+        return pane
+
+    def action_control(self) -> None:
+        from agentworld_tui.ui.screens.perturbation_picker import ControlChoice, PerturbationPicker
+
+        pane = self._idle_pane()
+        if pane is None:
+            return
+
+        def chosen(choice: ControlChoice | None) -> None:
+            if choice is None:
+                return
+            pane.session.control = choice.control
+            pane.show_control()
+            self.save_workspace()
+
+        self.push_screen(PerturbationPicker(pane.domain.name, pane.session.control), chosen)
+
+    def action_world(self) -> None:
+        from agentworld_tui.ui.screens.world_editor import WorldChoice, WorldEditor
+
+        pane = self._idle_pane()
+        if pane is None:
+            return
+
+        def chosen(choice: WorldChoice | None) -> None:
+            if choice is None:
+                return
+            pane.session.world = choice.world
+            pane.show_control()
+            self.save_workspace()
+
+        self.push_screen(WorldEditor(pane.session.world), chosen)
+
+    def action_judge(self) -> None:
+        from agentworld_tui.ui.screens.judge_view import JudgeSetup
+
+        pane = self._idle_pane()
+        if pane is None:
+            return
+        turns = [t for t in pane.session.turns if t.observation]
+        if not turns:
+            self.notify("No turn with an observation to judge yet.", timeout=4)
+            return
+        turn = turns[-1]
+        name = self.engine.info.name if self.engine is not None else ""
+
+        def chosen(request: JudgeRequest | None) -> None:
+            if request is not None:
+                self._judge(pane, turn, request)
+
+        self.push_screen(JudgeSetup(turn.stats.get("reference", ""), loaded_model=name), chosen)
+
+    def _judge(self, pane: DomainPane, turn: Turn, request: JudgeRequest) -> None:
+        from agentworld_tui.engines.judge import run_judge
+        from agentworld_tui.world.judge import turn_judge_messages
+
+        messages, problems = turn_judge_messages(pane.session, turn, request.reference)
+        for problem in problems:
+            self.notify(problem, severity="warning")
+        self.notify(f"Judging turn {turn.number}…", timeout=3)
+
+        def done(verdict: object, error: str | None) -> None:
+            self.call_from_thread(self._judged, pane, turn, verdict, error)
+
+        if request.judge is None:
+            self.queue.call(
+                CallJob(
+                    lambda engine: run_judge(engine, messages, reference=request.reference), done
+                )
+            )
+        else:
+            spec = request.judge
+
+            def elsewhere() -> None:
+                from agentworld_tui.engines.base import EngineError
+                from agentworld_tui.evaluation.judging import make_judge_engine
+
+                try:
+                    engine = make_judge_engine(spec)
+                    engine.load()
+                except EngineError as exc:
+                    done(None, str(exc))
+                    return
+                try:
+                    done(run_judge(engine, messages, reference=request.reference), None)
+                finally:
+                    engine.unload()
+
+            threading.Thread(target=elsewhere, name="judge", daemon=True).start()
+
+    def _judged(self, pane: DomainPane, turn: Turn, verdict: object, error: str | None) -> None:
+        from agentworld_tui.ui.screens.judge_view import JudgeView
+        from agentworld_tui.world.judge import Verdict
+
+        if error or not isinstance(verdict, Verdict):
+            self.notify(f"The judge failed: {error}", severity="error", timeout=15)
+            return
+        turn.judgement = verdict.to_dict()
+        self.save_workspace()
+        if not pane.busy:
+            pane.show_session()
+        self.push_screen(JudgeView(verdict, title=f"Turn {turn.number}"))
 
     def action_toggle_reasoning(self) -> None:
         pane = self.active_pane

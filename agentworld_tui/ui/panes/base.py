@@ -135,10 +135,7 @@ class DomainPane(Vertical):
     def show_session(self) -> None:
         """Redraw the screen from the session (start, load, undo, branch switch)."""
         scenario = self.session.scenario
-        line = Text(scenario.title, style="bold")
-        if scenario.description:
-            line.append("  " + " ".join(scenario.description.split()), style="")
-        self.query_one("#scenario-line", Static).update(line)
+        self.show_control()
         view = self.screen_view
         view.clear()
         self._turn_start.clear()
@@ -155,6 +152,23 @@ class DomainPane(Vertical):
         if last is not None and last.reasoning:
             self.reasoning.view.append(sanitize(last.reasoning))
         self.reasoning.set_title("Reasoning")
+
+    def show_control(self) -> None:
+        """The line above the screen: the scenario, and what steers the next turns."""
+        scenario = self.session.scenario
+        line = Text()
+        control = self.session.control
+        if control is not None:
+            when = "every turn" if control.persistent else "next turn"
+            name = control.preset or " ".join(control.text.split())[:60]
+            line.append(f"⚑ {name} ({when})  ", style="bold magenta")
+        world = self.session.world
+        if world is not None:
+            line.append(f"◆ world: {world.title or world.name}  ", style="bold cyan")
+        line.append(scenario.title, style="bold")
+        if scenario.description:
+            line.append("  " + " ".join(scenario.description.split()))
+        self.query_one("#scenario-line", Static).update(line)
 
     def show_state(self, state: str) -> None:
         if state:
@@ -178,13 +192,22 @@ class DomainPane(Vertical):
         self.screen_view.append_lines([Text(f"› {turn.action.label}", style="dim")])
 
     def show_observation(self, turn: Turn) -> None:
-        """A finished turn, highlighted, with a note when it is not complete."""
+        """A finished turn, highlighted, with a note when it is not complete, and badges for
+        a control instruction it was sent with and its judgement."""
         view = self.screen_view
+        if turn.control:
+            first = " ".join(turn.control.split())
+            view.append_lines([Text(f"⚑ control: {first[:200]}", style="magenta")])
         if turn.observation:
             view.append_lines(self.highlight_turn(turn))
         if turn.note:
             style = NOTE_STYLES.get(turn.status, "dim")
             view.append_lines([Text(f"[{turn.note}]", style=style)])
+        judged = (turn.judgement or {}).get("judgement")
+        if judged:
+            view.append_lines(
+                [Text(f"★ judged {judged['total']:.2f}/5 ({judged['normalised']:.0f}/100)", "cyan")]
+            )
 
     # -- one turn -------------------------------------------------------------------------
     def show_error(self, message: str) -> None:
@@ -376,6 +399,7 @@ class DomainPane(Vertical):
         if event.reasoning and not self.reasoning.view.text.strip():
             self.reasoning.view.append(sanitize(event.reasoning))
         self._reasoning_title()
+        self.show_control()  # a next-turn-only instruction is gone now
         self.post_message(self.TurnFinished(self, turn))
 
     # -- session lifecycle --------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""Perturbations, worlds and judging from inside the app, on a real scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from ggufgen import write_scripted_model
+from test_app import make_app, pane, wait_for
+
+VERDICT = {
+    "strengths": ["echoes the command"],
+    "weaknesses": ["no file sizes"],
+    "scores": {"format": 5, "factuality": 4, "consistency": 4, "realism": 3, "quality": 4},
+}
+# One script serves as world model (the observation block) and as judge (the evaluation,
+# written inside its reasoning, where a judge's verdict is also looked for).
+SCRIPT = [
+    "looking",
+    "<final_evaluation>",
+    json.dumps(VERDICT),
+    "</final_evaluation>",
+    "</think>",
+    "<predicted_observation>",
+    "user@devbox:~/project$ ls\nREADME.md\nuser@devbox:~/project$",
+    "</predicted_observation>",
+]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_scripted_model(tmp_path_factory.mktemp("m") / "both.gguf", SCRIPT)
+
+
+async def test_a_preset_perturbation_reaches_the_next_turn_and_shows_a_badge(model: Path) -> None:
+    app = make_app(model)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "PerturbationPicker")
+        await pilot.pause(0.1)
+        await pilot.press("enter")  # the highlighted preset fills the instruction
+        await pilot.pause(0.1)
+        text = app.screen.query_one("#instruction").text
+        assert text.strip()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: pane(app).session.control is not None)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        turn = pane(app).session.turns[0]
+        assert turn.control == text.strip() or text.strip() in turn.control
+        assert turn.control in turn.user_message
+        assert "⚑ control:" in pane(app).screen_view.text
+        assert pane(app).session.control is None  # next turn only, by default
+
+
+async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
+    app = make_app(model)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await pilot.press("f11")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
+        app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md  src\n"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
+        judged = pane(app).session.turns[0].judgement
+        assert judged is not None, judged
+        assert judged["judgement"], judged["error"]
+        assert judged["judgement"]["total"] == pytest.approx(4.0)
+        assert "★ judged 4.00/5 (75/100)" in pane(app).screen_view.text
