@@ -64,6 +64,7 @@ class AndroidPane(DomainPane):
         yield Input(
             placeholder='{"action": "tap", "element": "OK"}: pick a node, Enter sends',
             id="android-action",
+            select_on_focus=False,
         )
 
     @property
@@ -114,6 +115,7 @@ class AndroidPane(DomainPane):
     def on_wireframe_view_picked(self, event: WireframeView.Picked) -> None:
         event.stop()
         self.fill(node_action(event.node, "tap", nodes=event.frame.nodes))
+        self.focus_editor()
 
     def _picked(self) -> UINode | None:
         node = self.wireframe.picked

@@ -39,7 +39,11 @@ class ActionBar(Vertical):
         options = [(name, name) for name in ACTIONS]
         with Horizontal(id="action-row"):
             yield Select(options, prompt="Action", id="action-kind", allow_blank=True)
-            yield Input(placeholder='a browser call, e.g. click("a42"); Enter sends', id="call")
+            yield Input(
+                placeholder='a browser call, e.g. click("a42"); Enter sends',
+                id="call",
+                select_on_focus=False,
+            )
         yield Label(id="signature")
 
     @property
