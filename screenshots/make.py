@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from ggufgen import split_script, write_scripted_model  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
+from textual.widgets import DataTable, Input, TextArea  # noqa: E402
 
 from agentworld_tui.commands.demo import DemoAction, DemoScript, DemoTab  # noqa: E402
 from agentworld_tui.config import Settings  # noqa: E402
@@ -287,16 +289,10 @@ def main() -> int:
         settings = Settings()
         settings.model.threads, settings.model.n_ctx = 2, N_CTX
         settings.generation.max_tokens = 4096
-        app = AgentWorldApp(
-            settings, engine=LlamaEngine(models["terminal"], n_ctx=N_CTX, threads=2),
-            offer_resume=False,
-        )  # fmt: skip
+        first = LlamaEngine(models["terminal"], n_ctx=N_CTX, threads=2)
+        app = AgentWorldApp(settings, engine=first, offer_resume=False)
 
-        async def autopilot(pilot: object) -> None:
-            from textual.pilot import Pilot
-            from textual.widgets import Input
-
-            assert isinstance(pilot, Pilot)
+        async def autopilot(pilot: Pilot[object]) -> None:
             await player.play(pilot)
             if player.outcome.error:
                 return
@@ -309,9 +305,8 @@ def main() -> int:
                 await pilot.pause()
                 await pilot.press("e")
                 await pilot.pause()
-                app.screen.query_one("TextArea").text = (  # type: ignore[attr-defined]
-                    '[{"keystrokes": "ls\\n", "duration": 1.0}]'
-                )
+                editor = app.screen.query_one(TextArea)
+                editor.text = '[{"keystrokes": "ls\\n", "duration": 1.0}]'
                 await pilot.press("ctrl+s")
                 pane = app.active_pane
                 assert pane is not None
@@ -329,7 +324,7 @@ def main() -> int:
                 await pilot.press("enter")
                 for _ in range(200):
                     await pilot.pause(0.05)
-                    if app.screen.query("DataTable").first().row_count:
+                    if app.screen.query_one(DataTable).row_count:
                         break
                 await pilot.press("enter")
                 await pilot.pause()
@@ -343,7 +338,7 @@ def main() -> int:
                 player.outcome.error = f"{type(exc).__name__}: {exc}"
             app.exit(0)
 
-        app.run(headless=True, size=(width, height), auto_pilot=autopilot)  # type: ignore[arg-type]
+        app.run(headless=True, size=(width, height), auto_pilot=autopilot)
     if player.outcome.error:
         print(f"make.py: {player.outcome.error}", file=sys.stderr)
         return 1

@@ -71,7 +71,7 @@ class DemoPlayer:
         self.outcome = DemoOutcome()
         self._shot = 0
 
-    async def play(self, pilot: Pilot[int]) -> None:
+    async def play(self, pilot: Pilot[object]) -> None:
         """The app's auto-pilot: never raises, the outcome says how it went."""
         from agentworld_tui.ui.app import AgentWorldApp
 
@@ -90,7 +90,7 @@ class DemoPlayer:
         if self.quit_at_end:
             app.exit(0)
 
-    async def _play(self, pilot: Pilot[int], app: AgentWorldApp) -> None:
+    async def _play(self, pilot: Pilot[object], app: AgentWorldApp) -> None:
         await self._wait_for_model(pilot, app)
         await pilot.pause(self.script.start_pause)
         for tab in self.script.tabs:
@@ -104,7 +104,7 @@ class DemoPlayer:
                 await pilot.pause(self.script.pause)
                 await self.save(pilot, app, tab.domain)
 
-    async def _wait_for_model(self, pilot: Pilot[int], app: AgentWorldApp) -> None:
+    async def _wait_for_model(self, pilot: Pilot[object], app: AgentWorldApp) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MODEL_TIMEOUT
         while not app.model_ready.is_set():
@@ -114,7 +114,7 @@ class DemoPlayer:
                 raise DemoError("the model did not load in time")
             await pilot.pause(POLL_SECONDS)
 
-    async def _show_tab(self, pilot: Pilot[int], app: AgentWorldApp, tab: DemoTab) -> DomainPane:
+    async def _show_tab(self, pilot: Pilot[object], app: AgentWorldApp, tab: DemoTab) -> DomainPane:
         pane = next((p for p in app.panes() if p.domain.name == tab.domain), None)
         if pane is None:
             raise DemoError(f"the app has no {tab.domain} tab")
@@ -135,7 +135,7 @@ class DemoPlayer:
         return pane
 
     async def _act(
-        self, pilot: Pilot[int], pane: DomainPane, action: DemoAction, where: str
+        self, pilot: Pilot[object], pane: DomainPane, action: DemoAction, where: str
     ) -> None:
         send = "ctrl+s"
         if action.text:
@@ -193,7 +193,7 @@ class DemoPlayer:
             raise DemoError(f"{where}: this tab's editor is one line; the action has several")
         return field, text
 
-    async def save(self, pilot: Pilot[int], app: AgentWorldApp, name: str) -> Path:
+    async def save(self, pilot: Pilot[object], app: AgentWorldApp, name: str) -> Path:
         """Save the screen as ``NN-name.svg`` in the screenshots folder."""
         assert self.screenshots is not None
         if self.hide_notifications:

@@ -87,8 +87,8 @@ class BranchesScreen(ModalScreen[HistoryEdit | None]):
         width: 96%; height: 94%; border: thick $primary; background: $surface; padding: 0 1;
     }
     BranchesScreen #help { height: auto; color: $text-muted; }
-    BranchesScreen #turns { height: 1fr; }
-    BranchesScreen #preview { height: auto; max-height: 14; border-top: solid $primary-darken-2; }
+    BranchesScreen #turns { height: auto; max-height: 50%; }
+    BranchesScreen #preview { height: 1fr; border-top: solid $primary-darken-2; }
     BranchesScreen #branches { height: auto; max-height: 8; }
     BranchesScreen #problem { color: $error; height: auto; }
     """
