@@ -34,9 +34,10 @@ SECOND = "two</think><predicted_observation>beta output\n$</predicted_observatio
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("models")
+    # Byte-level tokens make the longer system prompts (OS, MCP) count high: give room.
     return (
-        write_scripted_model(folder / "alpha.gguf", FIRST),
-        write_scripted_model(folder / "beta.gguf", SECOND),
+        write_scripted_model(folder / "alpha.gguf", FIRST, n_ctx_train=16384),
+        write_scripted_model(folder / "beta.gguf", SECOND, n_ctx_train=16384),
     )
 
 
@@ -168,6 +169,46 @@ async def test_edit_switch_regenerate_and_restore_through_the_branches_screen(
     assert reopened.branch_id == 3 and len(reopened.branches) == 3
     first = next(b for b in reopened.branches if b.id == 1)
     assert first.turns[1].attempts[0]["observation"] == "beta output\n$"
+
+
+async def test_a_whole_state_tab_redraws_each_branch_from_its_own_states(
+    models: tuple[Path, Path],
+) -> None:
+    """In a tab whose observation is the whole next state (OS), an edited action runs on
+    a new branch and the screen holds that branch's state only, never the old one too."""
+    alpha, beta = models
+    app = make_app(alpha)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 60)
+        app.tabs().active = "tab-os"
+        await pilot.pause()
+        desktop = pane(app)
+        assert desktop.domain.name == "os" and desktop.replaces_view
+        action = desktop.domain.parse_action("pyautogui.click(1, 2)", desktop.session.scenario)
+        assert desktop.send(action)
+        await wait_for(pilot, idle(app, 1))
+        assert screen_text(app).splitlines() == ["alpha output", "$"]
+        await switch_model(app, beta)
+        assert isinstance(app.focused, TextArea)  # F7 must reach the app past the editor
+        await pilot.press("f7")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchesScreen))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ActionEditScreen")
+        editor = app.screen.query_one(TextArea)
+        assert editor.text == "pyautogui.click(1, 2)"
+        editor.text = "pyautogui.click(3, 4)"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, idle(app, 1))
+        session = desktop.session
+        assert session.branch_id == 2
+        assert session.turns[0].action.payload["code"] == "pyautogui.click(3, 4)"
+        assert screen_text(app).splitlines() == ["beta output", "$"]
+        await pilot.press("f7")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchesScreen))
+        await pilot.press("right", "escape")
+        await pilot.pause()
+        assert session.branch_id == 1
+        assert screen_text(app).splitlines() == ["alpha output", "$"]
 
 
 async def test_history_screen_refuses_while_a_turn_runs_and_on_an_empty_tab(

@@ -70,9 +70,25 @@ class AgentWorldApp(App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh"),
         Binding("ctrl+o", "sessions", "Sessions", tooltip="Open, rename or delete saved sessions"),
         Binding("f6", "undo", "Undo turn", tooltip="Remove the last turn of this tab"),
-        Binding("f7", "branches", "Branches", tooltip="Switch, regenerate or edit earlier turns"),
-        Binding("f8", "replay", "Replay", tooltip="Open AgentWorldBench trajectories"),
-        Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
+        # Priority: text editors bind F7 (select all) for themselves.
+        Binding(
+            "f7",
+            "branches",
+            "Branches",
+            tooltip="Switch, regenerate or edit earlier turns",
+            priority=True,
+        ),
+        Binding(
+            "f8", "replay", "Replay", tooltip="Open AgentWorldBench trajectories", priority=True
+        ),
+        Binding(
+            "f12",
+            "screenshot",
+            "Screenshot",
+            tooltip="Save the screen as SVG",
+            show=False,
+            priority=True,
+        ),
         Binding("f3", "models", "Models", tooltip="Choose, download or switch the model"),
         Binding("f4", "toggle_thinking", "Thinking", tooltip="Thinking on/off for this tab"),
         Binding("f9", "control", "Control", tooltip="Inject a perturbation into the next turns"),
@@ -242,7 +258,7 @@ class AgentWorldApp(App[int]):
         from agentworld_tui.world.session import HistoryError
 
         pane = self.active_pane
-        if pane is None:
+        if pane is None or len(self.screen_stack) > 1:  # not over another dialog
             return
         if pane.busy:
             self.notify("Stop the running turn first (Esc).", severity="warning")
@@ -278,6 +294,9 @@ class AgentWorldApp(App[int]):
             TrajectoryPicker,
         )
         from agentworld_tui.world.trajectories import trajectory_session
+
+        if len(self.screen_stack) > 1:  # not over another dialog or a replay
+            return
 
         def chosen(choice: TrajectoryChoice | None) -> None:
             if choice is None:
