@@ -58,18 +58,60 @@ def first_scenario(domain: str) -> Scenario:
     return scenarios[0] if scenarios else Scenario("blank", "Blank")
 
 
+# Keys bound with priority, so that editors cannot swallow them, but only on the main screen.
+MAIN_SCREEN_ACTIONS = {
+    "retry",
+    "answer_now",
+    "toggle_reasoning",
+    "edit_state",
+    "new_session",
+    "sessions",
+    "undo",
+    "branches",
+    "replay",
+    "screenshot",
+    "models",
+    "toggle_thinking",
+    "control",
+    "world",
+    "judge",
+}
+
+
 class AgentWorldApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agentworld"
     BINDINGS = [
         Binding("escape", "stop", "Stop", tooltip="Stop generating; what came stays"),
-        Binding("ctrl+r", "retry", "Retry", tooltip="Ask again for the last turn"),
-        Binding("ctrl+g", "answer_now", "Answer now", tooltip="End the reasoning and answer"),
-        Binding("ctrl+t", "toggle_reasoning", "Reasoning", tooltip="Show or hide the reasoning"),
-        Binding("ctrl+e", "edit_state", "Start state", tooltip="Edit the starting state"),
-        Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh"),
-        Binding("ctrl+o", "sessions", "Sessions", tooltip="Open, rename or delete saved sessions"),
-        Binding("f6", "undo", "Undo turn", tooltip="Remove the last turn of this tab"),
+        Binding("ctrl+r", "retry", "Retry", tooltip="Ask again for the last turn", priority=True),
+        Binding(
+            "ctrl+g",
+            "answer_now",
+            "Answer now",
+            tooltip="End the reasoning and answer",
+            priority=True,
+        ),
+        Binding(
+            "ctrl+t",
+            "toggle_reasoning",
+            "Reasoning",
+            tooltip="Show or hide the reasoning",
+            priority=True,
+        ),
+        Binding(
+            "ctrl+e", "edit_state", "Start state", tooltip="Edit the starting state", priority=True
+        ),
+        Binding("ctrl+n", "new_session", "New", tooltip="Start this tab afresh", priority=True),
+        Binding(
+            "ctrl+o",
+            "sessions",
+            "Sessions",
+            tooltip="Open, rename or delete saved sessions",
+            priority=True,
+        ),
+        Binding(
+            "f6", "undo", "Undo turn", tooltip="Remove the last turn of this tab", priority=True
+        ),
         # Priority: text editors bind F7 (select all) for themselves.
         Binding(
             "f7",
@@ -89,14 +131,38 @@ class AgentWorldApp(App[int]):
             show=False,
             priority=True,
         ),
-        Binding("f3", "models", "Models", tooltip="Choose, download or switch the model"),
-        Binding("f4", "toggle_thinking", "Thinking", tooltip="Thinking on/off for this tab"),
-        Binding("f9", "control", "Control", tooltip="Inject a perturbation into the next turns"),
-        Binding("f10", "world", "World", tooltip="Attach or edit a fictional world"),
-        Binding("f11", "judge", "Judge", tooltip="Judge the last turn against a reference"),
+        Binding(
+            "f3", "models", "Models", tooltip="Choose, download or switch the model", priority=True
+        ),
+        Binding(
+            "f4",
+            "toggle_thinking",
+            "Thinking",
+            tooltip="Thinking on/off for this tab",
+            priority=True,
+        ),
+        Binding(
+            "f9",
+            "control",
+            "Control",
+            tooltip="Inject a perturbation into the next turns",
+            priority=True,
+        ),
+        Binding("f10", "world", "World", tooltip="Attach or edit a fictional world", priority=True),
+        Binding(
+            "f11",
+            "judge",
+            "Judge",
+            tooltip="Judge the last turn against a reference",
+            priority=True,
+        ),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The main screen's keys do nothing while a dialog is open (and reach it instead)."""
+        return not (action in MAIN_SCREEN_ACTIONS and len(self.screen_stack) > 1)
 
     def __init__(
         self,

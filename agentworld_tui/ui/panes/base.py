@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from agentworld_tui.ui.app import AgentWorldApp
 
 FRAME_SECONDS = 1 / 30
+STATUS_SECONDS = 1 / 4
+"""The status line and the reasoning title are counters: a few updates a second read as
+live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
 
 
@@ -89,6 +92,7 @@ class DomainPane(Vertical):
         self._answer_clean = StreamSanitizer()
         self._started = 0.0
         self._first_token = 0.0
+        self._status_at = 0.0
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -126,6 +130,10 @@ class DomainPane(Vertical):
     def on_mount(self) -> None:
         self._timer = self.set_interval(FRAME_SECONDS, self._drain, pause=True)
         self.show_session()
+
+    def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
 
     @property
     def busy(self) -> bool:
@@ -312,6 +320,7 @@ class DomainPane(Vertical):
             return
         reasoning: list[str] = []
         finished: Finished | None = None
+        phase = self.status.phase
         while self._events:
             event = self._events.popleft()
             if isinstance(event, ReasoningDelta):
@@ -339,10 +348,22 @@ class DomainPane(Vertical):
                 finished = event
         if reasoning:
             self.reasoning.view.append(self._reasoning_clean.feed("".join(reasoning)))
-            self._reasoning_title()
         if finished is not None:
             self._finish(finished)
+        elif self._status_due(phase):
+            if self.status.reasoning_tokens:
+                self._reasoning_title()
+        else:
+            return
         self.post_message(self.StatusChanged(self))
+
+    def _status_due(self, phase_before: str) -> bool:
+        """Whether the counters should be shown again (a new phase always is)."""
+        now = time.monotonic()
+        if self.status.phase == phase_before and now - self._status_at < STATUS_SECONDS:
+            return False
+        self._status_at = now
+        return True
 
     def _count(self, generated: int) -> None:
         now = time.monotonic()

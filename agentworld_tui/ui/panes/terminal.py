@@ -145,10 +145,14 @@ class TerminalPane(DomainPane):
     def show_echo(self, turn: Turn) -> None:
         view = self.screen_view
         start = self._turn_start[turn.number]
-        typed = "  ".join(
-            e["keystrokes"].rstrip("\n") or f"(wait {e['duration']:g}s)"
-            for e in turn.action.payload
-        )
+        payload = turn.action.payload
+        if isinstance(payload, list) and all(isinstance(e, dict) for e in payload):
+            typed = "  ".join(
+                str(e.get("keystrokes", "")).rstrip("\n") or f"(wait {e.get('duration', 0):g}s)"
+                for e in payload
+            )
+        else:  # an imported action in another shape
+            typed = turn.action.label or str(payload)
         if start < view.line_count:
             prompt = view.line(start).copy()
             view.truncate(start)

@@ -13,7 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -71,7 +71,9 @@ class LineView(ScrollView, can_focus=True):
         """First visual row of each line (wrap mode)."""
         self._width = 0
         self._wrap_width = 0
-        self._cache: LRUCache[tuple[int, int, int, int, int], Strip] = LRUCache(2048)
+        self._cache: LRUCache[tuple[int, int, int, int, int, int], Strip] = LRUCache(2048)
+        self._base_style: Style | None = None
+        """The widget's own style, looked up once per style change rather than per row."""
 
     # -- content ------------------------------------------------------------------------
     @property
@@ -114,10 +116,11 @@ class LineView(ScrollView, can_focus=True):
         for part in parts[1:]:
             self._lines.append(Text(part, style=style))
             self._versions.append(self._next())
-        for index in range(first, len(self._lines)):
-            if "\t" in self._lines[index].plain:
+        if "\t" in text:
+            for index in range(first, len(self._lines)):
                 self._lines[index].expand_tabs(8)
-        self._relayout(first)
+        # Only the end of the first line changed: its earlier rows stay as they were.
+        self._relayout(first, grown="\t" not in parts[0])
 
     def append_lines(self, lines: list[Text]) -> None:
         """Append whole lines, starting on a fresh line."""
@@ -139,30 +142,71 @@ class LineView(ScrollView, can_focus=True):
             return self.max_line_chars + 30
         return cell_len(plain) if not plain.isascii() else len(plain)
 
-    def _relayout(self, first: int) -> None:
-        """Recompute rows for lines from ``first`` on (appends touch only the tail)."""
+    def _relayout(self, first: int, *, grown: bool = False) -> None:
+        """Recompute rows for lines from ``first`` on (appends touch only the tail).
+
+        ``grown`` says line ``first`` only had text added at its end, so with wrapping
+        only its last row is wrapped again. Only the rows that changed are repainted, and
+        a new virtual size never asks the whole screen for a new layout: the view's own
+        size does not depend on its content.
+        """
         follow = self.follow and self.is_vertical_scroll_end
         if self.wrap:
             width = max(1, self._wrap_width or self.scrollable_content_region.width or 80)
-            row = self._row_start[first] if first < len(self._row_start) else len(self._rows)
-            del self._rows[row:]
-            del self._row_start[first:]
-            for index in range(first, len(self._lines)):
-                self._row_start.append(len(self._rows))
-                plain = self._display_plain(self._lines[index])
-                for start, end in _wrap_offsets(plain, width):
-                    self._rows.append((index, start, end))
+            changed = self._rewrap(first, width, grown)
             rows = len(self._rows)
             if rows > 1 and not self._lines[-1].plain:
                 rows -= 1
-            self.virtual_size = Size(width, rows)
+            size = Size(width, rows)
         else:
             for line in self._lines[first:]:
                 self._width = max(self._width, self._line_cells(line))
-            self.virtual_size = Size(self._width, self.line_count)
-        self.refresh()
-        if follow:
+            changed = first
+            size = Size(self._width, self.line_count)
+        if size != self.virtual_size:
+            self._set_virtual_size(size)
+        if follow and self.max_scroll_y > self.scroll_y:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            top = max(changed, int(self.scroll_y))
+            bottom = int(self.scroll_y) + self.scrollable_content_region.height
+            if top < bottom:
+                self.refresh_lines(top, bottom - top)
+
+    def _rewrap(self, first: int, width: int, grown: bool) -> int:
+        """Wrap lines from ``first`` on; returns the first visual row that changed."""
+        line_rows = len(self._rows) - self._row_start[first] if first < len(self._row_start) else 0
+        plain = self._lines[first].plain if first < len(self._lines) else ""
+        if grown and line_rows and len(plain) <= self.max_line_chars:
+            # Greedy wrapping: rows before the line's last one cannot change when text is
+            # added at its end, so wrapping resumes where the last row began.
+            row = len(self._rows) - 1
+            resume = self._rows[row][1]
+            del self._rows[row:]
+            del self._row_start[first + 1 :]
+            for start, end in _wrap_offsets(plain[resume:], width):
+                self._rows.append((first, resume + start, resume + end))
+            index = first + 1
+        else:
+            row = self._row_start[first] if first < len(self._row_start) else len(self._rows)
+            del self._rows[row:]
+            del self._row_start[first:]
+            index = first
+        for index in range(index, len(self._lines)):
+            self._row_start.append(len(self._rows))
+            text = self._display_plain(self._lines[index])
+            for start, end in _wrap_offsets(text, width):
+                self._rows.append((index, start, end))
+        return row
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """Set the scrollable size without a screen layout (which the reactive would ask
+        for); only a scrollbar that appears or goes changes the view's layout."""
+        bars = (self.show_horizontal_scrollbar, self.show_vertical_scrollbar)
+        self.set_reactive(LineView.virtual_size, size)
+        self._scroll_update(size)
+        if (self.show_horizontal_scrollbar, self.show_vertical_scrollbar) != bars:
+            self.refresh(layout=True)
 
     def _display_plain(self, line: Text) -> str:
         plain = line.plain
@@ -182,6 +226,7 @@ class LineView(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._base_style = None
         self._cache.clear()
 
     def on_mouse_scroll_up(self) -> None:
@@ -197,7 +242,9 @@ class LineView(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         row = scroll_y + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._base_style
+        if base is None:
+            base = self._base_style = self.rich_style
         if self.wrap:
             if row >= len(self._rows):
                 return Strip.blank(width, base)
@@ -206,7 +253,7 @@ class LineView(ScrollView, can_focus=True):
             if row >= len(self._lines):
                 return Strip.blank(width, base)
             index, start, end = row, 0, -1
-        key = (index, self._versions[index], start, end, scroll_x)
+        key = (index, self._versions[index], start, end, scroll_x, width)
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_row(index, start, end, scroll_x, width, base)
@@ -226,8 +273,11 @@ class LineView(ScrollView, can_focus=True):
         elif scroll_x:
             line = line[scroll_x : scroll_x + width + 4]
             scroll_x = 0
+        # Text.render leaves out the line's own style (console.render would add it).
+        own = self.app.console.get_style(line.style, default="") if line.style else None
+        style = base + own if own else base
         segments = [
-            Segment(seg.text, base + seg.style if seg.style else base)
+            Segment(seg.text, style + seg.style if seg.style else style)
             for seg in line.render(self.app.console)
             if seg.text != "\n"
         ]
