@@ -50,7 +50,15 @@ async def open_tab(app: AgentWorldApp, pilot: Any, name: str, kind: type[P]) -> 
     """Switch to a domain's tab (after the model loaded, when there is one)."""
     if app.engine is not None:
         await asyncio.wait_for(app.model_ready.wait(), 30)
-    app.tabs().active = f"tab-{name}"
+    await pilot.pause()
+
+    def shown() -> bool:
+        if not isinstance(app.active_pane, kind):
+            app.tabs().active = f"tab-{name}"  # again, in case the first start reset it
+            return False
+        return True
+
+    await wait_for(pilot, shown, timeout=10)
     await pilot.pause()
     pane = app.active_pane
     assert isinstance(pane, kind), pane

@@ -108,7 +108,7 @@ async def test_tools_from_a_saved_tools_list_answer_replace_the_list(tmp_path: P
     app = make_app(None)
     async with app.run_test(size=(120, 40)) as pilot:
         pane = await open_tab(app, pilot, "mcp", McpPane)
-        await pilot.press("f4")
+        await pilot.press("f2")
         assert pane.tool_source.display
         await pilot.press(*str(tmp_path / "missing.json"), "enter")
         assert "cannot read" in str(pane.tool_source.query_one("#source-error").render())
@@ -130,7 +130,7 @@ async def test_a_pasted_list_that_is_not_tools_says_why(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         pane = await open_tab(app, pilot, "mcp", McpPane)
         before = [t.name for t in pane.tool_list.tools]
-        await pilot.press("f4")
+        await pilot.press("f2")
         paste = pane.tool_source.query_one("#source-paste")
         paste.text = '{"tools": [{"description": "no name"}]}'  # type: ignore[attr-defined]
         await pilot.click("#source-use-paste")

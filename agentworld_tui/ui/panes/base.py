@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     from agentworld_tui.ui.app import AgentWorldApp
 
 FRAME_SECONDS = 1 / 30
+MAX_FRAME_SECONDS = 1 / 4
+UI_SHARE = 0.02
+"""While tokens stream, every core may be decoding and whatever the app draws comes out of
+the model's time: frames come no more often than keeps the app's own work (main-thread CPU)
+near this share of one core, and at most every FRAME_SECONDS."""
 STATUS_SECONDS = 1 / 4
 """The status line and the reasoning title are counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
@@ -93,6 +98,7 @@ class DomainPane(Vertical):
         self._started = 0.0
         self._first_token = 0.0
         self._status_at = 0.0
+        self._next_frame = self._frame_at = self._frame_cpu = self._frame_cost = 0.0
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -316,7 +322,7 @@ class DomainPane(Vertical):
 
     # -- events from the engine thread ----------------------------------------------------
     def _drain(self) -> None:
-        if not self._events:
+        if not self._events or not self._frame_due():
             return
         reasoning: list[str] = []
         finished: Finished | None = None
@@ -356,6 +362,20 @@ class DomainPane(Vertical):
         else:
             return
         self.post_message(self.StatusChanged(self))
+
+    def _frame_due(self) -> bool:
+        """Pace the frames by what they cost: the main thread's CPU time between the last
+        two drains (drawing, status, keys) sets the gap to the next one."""
+        now = time.monotonic()
+        if now < self._next_frame:
+            return False
+        cpu = time.thread_time()
+        if now - self._frame_at < 2 * MAX_FRAME_SECONDS:
+            self._frame_cost += (cpu - self._frame_cpu - self._frame_cost) / 4
+        self._frame_at, self._frame_cpu = now, cpu
+        gap = self._frame_cost / UI_SHARE
+        self._next_frame = now + min(MAX_FRAME_SECONDS, max(FRAME_SECONDS, gap))
+        return True
 
     def _status_due(self, phase_before: str) -> bool:
         """Whether the counters should be shown again (a new phase always is)."""

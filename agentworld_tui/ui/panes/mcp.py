@@ -1,7 +1,7 @@
 """MCP: call the tools of a simulated MCP server.
 
 The tools come from the scenario, from a pasted list, or from a server's saved
-``tools/list`` answer (F4). Picking a tool fills its required arguments; the call is
+``tools/list`` answer (F2). Picking a tool fills its required arguments; the call is
 checked against the tool's input schema before it is sent, and the result is shown as
 highlighted JSON, or as text.
 """
@@ -18,7 +18,7 @@ from agentworld_tui.world.session import new_session
 
 
 class McpPane(ToolCallPane):
-    BINDINGS = [Binding("f4", "load_tools", "Load tools", tooltip="Paste or open a tool list")]
+    BINDINGS = [Binding("f2", "load_tools", "Load tools", tooltip="Paste or open a tool list")]
 
     domain: McpDomain
 

@@ -1,7 +1,7 @@
 """Search: web_search, web_extractor and dict_memory calls against a simulated web.
 
 Search results are shown as a numbered list (title, URL, date, snippet) and extracted
-pages as Markdown. F4 edits the simulation instruction (target query and reference
+pages as Markdown. F2 edits the simulation instruction (target query and reference
 answer). A changed instruction applies from the next turn on: each turn carries the
 instruction it was sent with, so earlier turns keep theirs, and the session's scenario
 records the new one.
@@ -71,7 +71,7 @@ def search_page(observation: str) -> list[Text]:
 class SearchPane(ToolCallPane):
     BINDINGS = [
         Binding(
-            "f4",
+            "f2",
             "edit_simulation",
             "Simulation",
             tooltip="Edit the target query and reference answer sent with every turn",
@@ -110,11 +110,11 @@ class SearchPane(ToolCallPane):
         query = str(extras.get("target_query", "") or "").strip()
         line = Text("Simulation: ", style="bold")
         if query:
-            line.append(f"target query “{query}” (F4 edits)")
+            line.append(f"target query “{query}” (F2 edits)")
         elif simulation_instruction(self.session.scenario):
-            line.append("the scenario's own instruction (F4 replaces it)")
+            line.append("the scenario's own instruction (F2 replaces it)")
         else:
-            line.append("none, the real web (F4 sets a target query and reference answer)")
+            line.append("none, the real web (F2 sets a target query and reference answer)")
         self.query_one("#simulation-line", Static).update(line)
 
     def action_edit_simulation(self) -> None:

@@ -175,6 +175,14 @@ class ToolCallPane(DomainPane):
         self.arguments.set_class(bool(field) and field != "name", "-invalid")
 
     # -- results ------------------------------------------------------------------------
+    def show_echo(self, turn: Turn) -> None:
+        """The call, at the end of the output, brought into view (unless the user scrolled
+        up to read earlier output)."""
+        super().show_echo(turn)
+        view = self.screen_view
+        if view.follow:
+            view.scroll_end(animate=False, immediate=True, x_axis=False)
+
     def highlight_turn(self, turn: Turn) -> list[Text]:
         text = sanitize(turn.observation)
         return highlight(text, self.domain.observation_lexer(turn.action, text))

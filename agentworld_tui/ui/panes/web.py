@@ -3,7 +3,7 @@
 The page is the screen; picking an element (a click on its row, or the arrow keys and
 Enter) writes ``click``/``fill``/``select_option`` for it in the action bar. A call naming
 an element that is not on the page is refused. Each predicted page replaces the view, and
-F4 shows what changed from the page before.
+F2 shows what changed from the page before.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 class WebPane(DomainPane):
     BINDINGS = [
-        Binding("f4", "toggle_diff", "Page diff", tooltip="Show what the last turn changed")
+        Binding("f2", "toggle_diff", "Page diff", tooltip="Show what the last turn changed")
     ]
 
     domain: WebDomain
@@ -140,7 +140,7 @@ class WebPane(DomainPane):
                 view.append_lines(highlight(diff, "diff"))
             else:
                 view.append_lines([Text("The page did not change.", style="dim")])
-        view.append_lines([Text("F4 shows the page again.", style="dim italic")])
+        view.append_lines([Text("F2 shows the page again.", style="dim italic")])
         self._mark_elements()
 
     # -- picking and sending ----------------------------------------------------------------
