@@ -10,6 +10,8 @@ import pytest
 from pane_driver import error_text, finished, make_app, open_tab, scripted, styled, view_lines
 
 from agentworld_tui.ui.panes.mcp import McpPane
+from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.session import new_session
 
 RESULT = '{"content": [{"type": "text", "text": "[FILE] inbox.md\\n[DIR] projects"}]}'
 
@@ -141,3 +143,27 @@ async def test_a_pasted_list_that_is_not_tools_says_why(tmp_path: Path) -> None:
         await pilot.click("#source-use-paste")
         await pilot.pause()
         assert [t.name for t in pane.tool_list.tools] == ["ping"]
+
+
+async def test_without_a_tool_list_any_well_formed_call_goes_as_written(mcp_model: Path) -> None:
+    app = make_app(mcp_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = await open_tab(app, pilot, "mcp", McpPane)
+        bare = Scenario("no-tools", "A server whose tools are unknown")
+        session, _ = new_session(pane.domain, bare)
+        pane.replace_session(session)
+        await pilot.pause()
+        assert pane.tool_list.tools == []
+        assert "none given" in str(pane.tool_list.border_title)
+        pane.tool_name.value = ""
+        pane.arguments.text = "{}"
+        await pilot.press("ctrl+s")
+        assert "pick a tool" in error_text(pane)
+        pane.tool_name.value = "lookup_order"
+        pane.arguments.text = '{"order_id": 1042, "[bold]": "[/]"}'
+        await pilot.press("ctrl+s")
+        await finished(pilot, pane)
+        assert pane.session.turns[0].action.payload == {
+            "name": "lookup_order",
+            "arguments": {"order_id": 1042, "[bold]": "[/]"},
+        }

@@ -47,7 +47,7 @@ UI_SHARE = 0.02
 """While tokens stream, every core may be decoding and whatever the app draws comes out of
 the model's time: frames come no more often than keeps the app's own work (main-thread CPU)
 near this share of one core, and at most every FRAME_SECONDS."""
-STATUS_SECONDS = 1 / 4
+STATUS_SECONDS = 1 / 2
 """The status line and the reasoning title are counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}

@@ -48,9 +48,11 @@ class McpPane(ToolCallPane):
         scenario = with_tools(self.session.scenario, event.tools)
         session, problems = new_session(self.domain, scenario)
         for problem in problems:
-            self.app.notify(problem, severity="warning")
+            self.app.notify(problem, severity="warning", markup=False)
         self.replace_session(session)
-        self.app.notify(f"{len(event.tools)} tools loaded ({event.source}).", timeout=4)
+        self.app.notify(
+            f"{len(event.tools)} tools loaded ({event.source}).", timeout=4, markup=False
+        )
         self.tool_list.focus()
 
     def on_tool_source_closed(self, event: ToolSource.Closed) -> None:
