@@ -124,3 +124,20 @@ async def test_long_press_and_open_app_forms() -> None:
         assert pane.action_input.value == '{"action": "open_app", "app_name": ""}'
         await pilot.press(*"Maps")
         assert json.loads(pane.action_input.value) == {"action": "open_app", "app_name": "Maps"}
+
+
+async def test_hostile_text_in_a_hierarchy_is_drawn_literally() -> None:
+    app = make_app(None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = await open_tab(app, pilot, "android", AndroidPane)
+        hostile = (
+            '<hierarchy><node class="android.widget.Button" clickable="true" '
+            'text="[bold red]pwned[/] \x1b[2J" bounds="[0,0][1080,400]"/>'
+            '<node class="android.widget.TextView" text="" bounds="[0,400][1080,2400]"/>'
+            "</hierarchy>"
+        )
+        pane.wireframe.show(hostile)
+        await pilot.pause()
+        drawn = pane.wireframe.render().plain
+        assert "[bold red]pwned[/]" in drawn
+        assert "\x1b" not in drawn
