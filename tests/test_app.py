@@ -44,11 +44,6 @@ def ls_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_scripted_model(tmp_path_factory.mktemp("m") / "slow.gguf", long_reasoning(500))
-
-
-@pytest.fixture(scope="module")
 def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_scripted_model(tmp_path_factory.mktemp("m") / "long.gguf", long_reasoning(2000))
 
@@ -112,8 +107,8 @@ async def test_control_keys_and_queued_entries_form_one_action(ls_model: Path) -
         assert wait_entry == [{"keystrokes": "", "duration": 5.0}]
 
 
-async def test_escape_stops_and_retry_keeps_the_earlier_answer(slow_model: Path) -> None:
-    app = make_app(slow_model)
+async def test_escape_stops_and_retry_keeps_the_earlier_answer(long_model: Path) -> None:
+    app = make_app(long_model)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"make", "enter")
@@ -123,12 +118,34 @@ async def test_escape_stops_and_retry_keeps_the_earlier_answer(slow_model: Path)
         turn = pane(app).session.turns[0]
         assert turn.status == "interrupted"
         assert turn.reasoning.startswith("step00000")
+        first = turn.reasoning
         assert "[stopped by you]" in pane(app).screen_view.text
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: not pane(app).busy and turn.status != "pending")
-        assert turn.status == "complete"
-        assert turn.observation == "done\n$"
+        await wait_for(pilot, lambda: pane(app).busy and pane(app).status.reasoning_tokens > 0)
         assert turn.attempts[0]["status"] == "interrupted"
+        assert turn.attempts[0]["reasoning"] == first
+        assert "[stopped by you]" not in pane(app).screen_view.text  # the retry redraws
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane(app).busy)
+        assert turn.status == "interrupted" and turn.reasoning.startswith("step00000")
+
+
+async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        turn = pane(app).session.turns[0]
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: bool(turn.attempts) and not pane(app).busy)
+        assert turn.status == "complete"
+        assert turn.attempts[0]["observation"] == turn.observation
+        assert pane(app).screen_view.text.splitlines() == [
+            "user@devbox:~/project$ ls",
+            "README.md  src",
+            "user@devbox:~/project$",
+        ]
 
 
 async def test_answer_now_ends_reasoning_in_the_same_generation(long_model: Path) -> None:

@@ -92,13 +92,14 @@ class DomainPane(Vertical):
         self._events: deque[EngineEvent] = deque()
         self._timer: Timer | None = None
         self._turn_start: dict[int, int] = {}
+        self._taken_line: dict[int, Text | None] = {}
         self._answer_started = False
         self._reasoning_clean = StreamSanitizer()
         self._answer_clean = StreamSanitizer()
         self._started = 0.0
         self._first_token = 0.0
         self._status_at = 0.0
-        self._next_frame = self._frame_at = self._frame_cpu = self._frame_cost = 0.0
+        self._next_frame = self._frame_cpu = self._frame_cost = 0.0
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -242,7 +243,11 @@ class DomainPane(Vertical):
         return True
 
     def _start(self, turn: Turn) -> None:
-        self._turn_start[turn.number] = self.turn_start_line()
+        start = self.turn_start_line()
+        self._turn_start[turn.number] = start
+        view = self.screen_view
+        # A line the turn takes over (a terminal's bare prompt) comes back on a retry.
+        self._taken_line[turn.number] = view.line(start).copy() if start < view.line_count else None
         self.show_echo(turn)
         self._answer_started = False
         self._reasoning_clean = StreamSanitizer()
@@ -292,6 +297,9 @@ class DomainPane(Vertical):
         self.session.retry()
         start = self._turn_start.get(turn.number, self.screen_view.line_count)
         self.screen_view.truncate(start)
+        taken = self._taken_line.get(turn.number)
+        if taken is not None and not self.replaces_view:
+            self.screen_view.append_lines([taken])
         if self.replaces_view:
             self.show_session_without(turn)
         self._start(turn)
