@@ -43,11 +43,12 @@ if TYPE_CHECKING:
 
 FRAME_SECONDS = 1 / 30
 MAX_FRAME_SECONDS = 1 / 4
-UI_SHARE = 0.02
+UI_SHARE = 0.01
 """While tokens stream, every core may be decoding and whatever the app draws comes out of
-the model's time: frames come no more often than keeps the app's own work (main-thread CPU)
-near this share of one core, and at most every FRAME_SECONDS."""
-STATUS_SECONDS = 1 / 2
+the model's time: frames come no more often than keeps their cost (main-thread CPU for the
+drain and the screen update it causes) near this share of one core, and at most every
+FRAME_SECONDS."""
+STATUS_SECONDS = 1.0
 """The status line and the reasoning title are counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
@@ -332,6 +333,8 @@ class DomainPane(Vertical):
     def _drain(self) -> None:
         if not self._events or not self._frame_due():
             return
+        self._frame_cpu = time.thread_time()
+        self.call_after_refresh(self._frame_drawn)
         reasoning: list[str] = []
         finished: Finished | None = None
         phase = self.status.phase
@@ -372,18 +375,18 @@ class DomainPane(Vertical):
         self.post_message(self.StatusChanged(self))
 
     def _frame_due(self) -> bool:
-        """Pace the frames by what they cost: the main thread's CPU time between the last
-        two drains (drawing, status, keys) sets the gap to the next one."""
+        """Whether a frame is due; what the last frames cost sets the gap to the next."""
         now = time.monotonic()
         if now < self._next_frame:
             return False
-        cpu = time.thread_time()
-        if now - self._frame_at < 2 * MAX_FRAME_SECONDS:
-            self._frame_cost += (cpu - self._frame_cpu - self._frame_cost) / 4
-        self._frame_at, self._frame_cpu = now, cpu
         gap = self._frame_cost / UI_SHARE
         self._next_frame = now + min(MAX_FRAME_SECONDS, max(FRAME_SECONDS, gap))
         return True
+
+    def _frame_drawn(self) -> None:
+        """Learn what a frame costs: the drain and the screen update that showed it."""
+        cost = time.thread_time() - self._frame_cpu
+        self._frame_cost += (cost - self._frame_cost) / 4
 
     def _status_due(self, phase_before: str) -> bool:
         """Whether the counters should be shown again (a new phase always is)."""

@@ -13,7 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -74,6 +74,8 @@ class LineView(ScrollView, can_focus=True):
         self._cache: LRUCache[tuple[int, int, int, int, int, int], Strip] = LRUCache(2048)
         self._base_style: Style | None = None
         """The widget's own style, looked up once per style change rather than per row."""
+        self._drawn_rows = 0
+        """Rows the content covered at the last layout (what a shorter text must blank)."""
 
     # -- content ------------------------------------------------------------------------
     @property
@@ -154,22 +156,25 @@ class LineView(ScrollView, can_focus=True):
         if self.wrap:
             width = max(1, self._wrap_width or self.scrollable_content_region.width or 80)
             changed = self._rewrap(first, width, grown)
-            rows = len(self._rows)
-            if rows > 1 and not self._lines[-1].plain:
-                rows -= 1
+            drawn = len(self._rows)
+            rows = drawn - 1 if drawn > 1 and not self._lines[-1].plain else drawn
             size = Size(width, rows)
         else:
             for line in self._lines[first:]:
                 self._width = max(self._width, self._line_cells(line))
             changed = first
+            drawn = len(self._lines)
             size = Size(self._width, self.line_count)
+        # Rows from the first changed one down to the end of the old or the new content.
+        end = max(drawn, self._drawn_rows)
+        self._drawn_rows = drawn
         if size != self.virtual_size:
             self._set_virtual_size(size)
         if follow and self.max_scroll_y > self.scroll_y:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         else:
             top = max(changed, int(self.scroll_y))
-            bottom = int(self.scroll_y) + self.scrollable_content_region.height
+            bottom = min(end, int(self.scroll_y) + self.scrollable_content_region.height)
             if top < bottom:
                 self.refresh_lines(top, bottom - top)
 
@@ -186,13 +191,13 @@ class LineView(ScrollView, can_focus=True):
             del self._row_start[first + 1 :]
             for start, end in _wrap_offsets(plain[resume:], width):
                 self._rows.append((first, resume + start, resume + end))
-            index = first + 1
+            rest = first + 1
         else:
             row = self._row_start[first] if first < len(self._row_start) else len(self._rows)
             del self._rows[row:]
             del self._row_start[first:]
-            index = first
-        for index in range(index, len(self._lines)):
+            rest = first
+        for index in range(rest, len(self._lines)):
             self._row_start.append(len(self._rows))
             text = self._display_plain(self._lines[index])
             for start, end in _wrap_offsets(text, width):
