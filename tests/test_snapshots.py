@@ -45,6 +45,9 @@ async def freeze_status(app: AgentWorldApp) -> None:
     pane.status.tokens_per_second = 42.0
     pane.status.elapsed = 1.5
     app._show_status()
+    # A blinking cursor would be caught on or off at random.
+    for widget in app.query("Input"):
+        widget.cursor_blink = False
 
 
 def test_main_screen_after_a_turn(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -69,6 +72,8 @@ def test_first_start_without_a_model(snap_compare) -> None:  # type: ignore[no-u
 
     async def run(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause()
+        for widget in app.query("Input"):
+            widget.cursor_blink = False
 
     assert snap_compare(app, run_before=run, terminal_size=(110, 30))
 
