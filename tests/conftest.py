@@ -72,3 +72,21 @@ def llama_engine() -> Iterator[Callable[..., LlamaEngine]]:
     yield load
     for engine in loaded:
         engine.unload()
+
+
+@pytest.fixture
+def online_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """A Hub-shaped server on 127.0.0.1 with huggingface-hub pointed at it and allowed
+    online for this test; HF_HOME is a fresh folder."""
+    from hubserver import HubServer
+    from huggingface_hub import constants
+
+    server = HubServer().start()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    try:
+        yield server
+    finally:
+        server.stop()

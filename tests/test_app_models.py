@@ -4,7 +4,6 @@ Hub-shaped server on 127.0.0.1, loads, and the simulator answers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,8 @@ REPO = "tester/Tiny-AgentWorld-GGUF"
 
 
 @pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    from huggingface_hub import constants
-
-    server = HubServer().start()
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    try:
-        yield server
-    finally:
-        server.stop()
+def hub(online_hub: HubServer) -> HubServer:
+    return online_hub
 
 
 async def test_first_run_picks_downloads_and_uses_a_model(hub: HubServer, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import hashlib
 import os
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,19 +40,8 @@ def blob(size: int, seed: int) -> bytes:
 
 
 @pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    """A started hub; huggingface-hub pointed at it and allowed online for this test."""
-    from huggingface_hub import constants
-
-    server = HubServer().start()
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    try:
-        yield server
-    finally:
-        server.stop()
+def hub(online_hub: HubServer) -> HubServer:
+    return online_hub
 
 
 def entry(quant: str = "Q4_K_M", repo: str = REPO) -> CatalogEntry:
