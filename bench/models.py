@@ -91,7 +91,7 @@ def recurrent_model(folder: Path) -> Path:
     path = folder / "scripted-mamba.gguf"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        write_recurrent_model(path, turn_script(), n_ctx_train=32768, mixing=0.002)
+        write_recurrent_model(path, turn_script(), n_ctx_train=32768)
     return path
 
 

@@ -336,6 +336,7 @@ class DomainPane(Vertical):
         self._frame_cpu = time.thread_time()
         self.call_after_refresh(self._frame_drawn)
         reasoning: list[str] = []
+        answer: list[AnswerDelta] = []
         finished: Finished | None = None
         phase = self.status.phase
         while self._events:
@@ -348,7 +349,9 @@ class DomainPane(Vertical):
             elif isinstance(event, AnswerDelta):
                 self._count(event.generated)
                 self.status.phase = "answering"
-                self._apply_answer(event)
+                if event.reset:
+                    self._apply_answers(answer)
+                answer.append(event)
             elif isinstance(event, PromptProgress):
                 if event.total:
                     self.status.phase = f"reading prompt {100 * event.evaluated // event.total}%"
@@ -365,6 +368,7 @@ class DomainPane(Vertical):
                 finished = event
         if reasoning:
             self.reasoning.view.append(self._reasoning_clean.feed("".join(reasoning)))
+        self._apply_answers(answer)
         if finished is not None:
             self._finish(finished)
         elif self._status_due(phase):
@@ -410,6 +414,14 @@ class DomainPane(Vertical):
         budget = self.status.reasoning_budget
         limit = f" / budget {budget:,}" if budget else ""
         self.reasoning.set_title(f"Reasoning · {self.status.reasoning_tokens:,} tokens{limit}")
+
+    def _apply_answers(self, pending: list[AnswerDelta]) -> None:
+        """A frame's answer deltas as one (a reset can only be the first of them)."""
+        if pending:
+            first = pending[0]
+            text = "".join(event.text for event in pending)
+            self._apply_answer(AnswerDelta(text, pending[-1].generated, first.reset))
+            pending.clear()
 
     def _apply_answer(self, event: AnswerDelta) -> None:
         assert self.job is not None

@@ -13,7 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -75,6 +75,7 @@ class LineView(ScrollView, can_focus=True):
         self._base_style: Style | None = None
         """The widget's own style, looked up once per style change rather than per row."""
         self._drawn_rows = 0
+        self._pass: tuple[int, int, int] | None = None
         """Rows the content covered at the last layout (what a shorter text must blank)."""
 
     # -- content ------------------------------------------------------------------------
@@ -243,10 +244,21 @@ class LineView(ScrollView, can_focus=True):
             self.follow = True
 
     # -- rendering ----------------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """One screen update: the scroll offset and width are looked up once, not per row."""
+        self._pass = (*self.scroll_offset, self.scrollable_content_region.width)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass = None
+
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
+        if self._pass is not None:
+            scroll_x, scroll_y, width = self._pass
+        else:
+            scroll_x, scroll_y = self.scroll_offset
+            width = self.scrollable_content_region.width
         row = scroll_y + y
-        width = self.scrollable_content_region.width
         base = self._base_style
         if base is None:
             base = self._base_style = self.rich_style
