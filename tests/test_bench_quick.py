@@ -1,0 +1,89 @@
+"""Every benchmark's quick mode runs and prints its figures.
+
+The figures themselves are not checked here (machines are noisy; BENCHMARKS.md records
+them): a benchmark that no longer runs, or no longer prints a number where it should, is
+what these tests catch. Each runs as its own process, as a person would run it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+NUMBER = r"-?\d+(?:\.\d+)?"
+MEDIAN = rf"median {NUMBER}"
+
+# For each benchmark, lines its output must hold, each with a number where one belongs.
+EXPECTED: dict[str, list[str]] = {
+    "streaming": [
+        rf"app tok/s +{MEDIAN}",
+        rf"loop tok/s +{MEDIAN}",
+        rf"app ÷ bare loop +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
+        r"reasoning panel",
+        r"terminal view",
+    ],
+    "history": [
+        rf"^ +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$",
+        r"scripted qwen2 · transformer",
+        r"scripted mamba · recurrent",
+        rf"turns 2\.\.\d+: {MEDIAN}",
+    ],
+    "responsiveness": [
+        rf"idle +p50 +{NUMBER} +p95 +{NUMBER}",
+        rf"streaming +p50 +{NUMBER} +p95 +{NUMBER}",
+        rf"decode speed during the rounds: {MEDIAN} tok/s",
+    ],
+    "rendering": [
+        rf"4 tokens a frame +{MEDIAN} ms",
+        rf"all at once +{MEDIAN} ms",
+        rf"streamed \(4 a frame\) ÷ at once +{MEDIAN}",
+        rf"last quarter ÷ second quarter +{MEDIAN}",
+    ],
+    "startup": [
+        rf"agentworld +{MEDIAN} ms",
+        rf"minimal +{MEDIAN} ms",
+        rf"agentworld ÷ minimal +{MEDIAN}",
+    ],
+    "memory": [
+        rf"after \d+ turns: {NUMBER} MiB beyond the model's mapping",
+        rf"llama-cpp-python alone, same model, context and prompt: {NUMBER} MiB",
+    ],
+}
+
+
+def run_quick(name: str) -> str:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, (
+        f"{name} --quick failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_quick_mode_runs_and_prints_its_figures(name: str) -> None:
+    out = run_quick(name)
+    assert out.startswith("benchmark "), out[:200]
+    for pattern in EXPECTED[name]:
+        assert re.search(pattern, out, re.MULTILINE), (
+            f"{name}: no line matching {pattern!r}:\n{out}"
+        )
+    # Every target line reports a verdict (met or missed: the value is not checked here).
+    verdicts = re.findall(r"target .*: (meets the target|MISSES the target)", out)
+    if name != "memory":  # memory has no target, only a figure to report
+        assert verdicts, out
+    if name == "startup":
+        # Not a timing: which modules ``--version`` and ``--help`` import is exact.
+        assert "--version and --help stay light: meets the target" in out, out
