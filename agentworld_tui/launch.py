@@ -116,14 +116,14 @@ def make_engine(settings: Settings) -> Engine:
         return RemoteEngine(
             s.url, model=s.model, api_key_env=s.api_key_env, n_ctx=settings.model.n_ctx
         )
-    from agentworld_tui.engines.llama import LlamaEngine
-
     m = settings.model
     if not m.path:
         raise UserError(
             "no model configured: pass --model PATH.gguf (or --server URL), or set "
             f"[model] path in {_settings_file()}"
         )
+    from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
+
     return LlamaEngine(m.path, n_ctx=m.n_ctx, gpu_layers=m.gpu_layers, threads=m.threads)
 
 
