@@ -59,8 +59,11 @@ def test_main_screen_after_a_turn(snap_compare, tmp_path: Path) -> None:  # type
         await pilot.press(*"ls -la", "enter")
         pane = app.active_pane
         assert pane is not None
-        while not pane.session.turns or pane.busy:
+        tab = app.tabs().get_tab("tab-terminal")
+        # Done when the turn is recorded and the app has handled its end (tab mark cleared).
+        while not pane.session.turns or pane.busy or "●" in str(tab.label):
             await pilot.pause(0.02)
+        await pilot.pause(0.2)
         await freeze_status(app)
         await pilot.pause()
 
