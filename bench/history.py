@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=16384)
     parser.add_argument("--models-dir", type=Path)
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     turns = args.turns or (4 if args.quick else 10)
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))

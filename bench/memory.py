@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 turns")
     parser.add_argument("--turns", type=int, default=0)
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     turns = args.turns or (3 if args.quick else 50)
     mib = 2**20
     with tempfile.TemporaryDirectory(prefix="agentworld-bench-") as scratch:

@@ -216,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         help="tokens a frame gathers (4: 120 tokens/s at 30 frames/s)",
     )
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.tokens = args.tokens or (400 if args.quick else 4000)
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))

@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="default: as the app (cores)")
     parser.add_argument("--models-dir", type=Path)
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.reps = args.reps or (5 if args.quick else 6)
     args.keys = args.keys or (4 if args.quick else 25)
     args.gap = (0.01, 0.04) if args.quick else (0.05, 0.2)

@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 repetitions")
     parser.add_argument("--reps", type=int, default=0)
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     reps = args.reps or (5 if args.quick else 7)
     print(f"benchmark 5 · start-up · {machine()}")
     with tempfile.TemporaryDirectory(prefix="agentworld-bench-") as scratch:

@@ -3,10 +3,12 @@
 The app side is the real app under ``run_test()``: a command typed into the terminal tab,
 the engine thread streaming, the reasoning panel and the terminal view drawn at the app's
 frame rate. The raw side streams the very same prompt tokens with the same sampling settings
-and the same thread count, in two ways: ``Llama.create_completion(stream=True)`` (the
-library's streaming API) and a bare loop over llama.cpp's sampler and ``Llama.eval`` (the
-least any program can do per token). Runs alternate app / raw, the order flipping each
-repetition, so a busy moment of the machine hits both sides alike.
+and the same thread count in a bare loop over llama.cpp's sampler, ``Llama.detokenize`` and
+``Llama.eval``: the least any program can do per token, and the ratio's denominator. With
+``--completion`` it also times ``Llama.create_completion(stream=True)``, the library's own
+streaming API (slower: it decodes the whole completion again for every token). Runs
+alternate app / raw, the order flipping each repetition, so a busy moment of the machine
+hits both sides alike.
 
     python bench/streaming.py            # ~100M random model + SmolLM2-135M when installed
     python bench/streaming.py --quick    # a tiny model, a few seconds
@@ -222,7 +224,7 @@ async def compare(
                 runs["app"] = await app_turn(app, pilot)
             else:
                 runs["loop"] = raw.loop(prompt, app.params)
-                if not args.quick:
+                if args.completion:
                     runs["completion"] = raw.completion(prompt, app.params)
         app_run, loop_run = runs["app"], runs["loop"]
         assert app_run is not None and loop_run is not None
@@ -294,13 +296,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=("random", "smollm2", "all"), default="all")
     parser.add_argument("--variants", choices=("reasoning", "answer", "both"), default="both")
     parser.add_argument("--model-path", type=Path, help="measure this GGUF file instead")
+    parser.add_argument(
+        "--completion",
+        action="store_true",
+        help="also time Llama.create_completion(stream=True) (slow on long outputs)",
+    )
     parser.add_argument("--gpu-layers", type=int, default=0, help="both sides; -1 = all")
     parser.add_argument(
         "--offload", action="store_true", help="also time all layers on the GPU against none"
     )
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.reps = args.reps or 5
-    args.tokens = args.tokens or (24 if args.quick else 384)
+    args.tokens = args.tokens or (24 if args.quick else 1024)
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))
     os.environ.setdefault("AGENTWORLD_DATA_DIR", str(Path(scratch.name) / "data"))

@@ -48,6 +48,8 @@ UI_SHARE = 0.01
 the model's time: frames come no more often than keeps their cost (main-thread CPU for the
 drain and the screen update it causes) near this share of one core, and at most every
 FRAME_SECONDS."""
+WAIT_SECONDS = 0.1
+"""How often a pane looks for the first events of a turn (the prompt may take long)."""
 STATUS_SECONDS = 1.0
 """The status line and the reasoning title are counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
@@ -136,7 +138,6 @@ class DomainPane(Vertical):
         return self.app
 
     def on_mount(self) -> None:
-        self._timer = self.set_interval(FRAME_SECONDS, self._drain, pause=True)
         self.show_session()
 
     def on_unmount(self) -> None:
@@ -266,8 +267,7 @@ class DomainPane(Vertical):
             sink=self._events.append,
         )
         self.awt_app.submit(self.job)
-        if self._timer is not None:
-            self._timer.resume()
+        self._schedule_frame()
         self.post_message(self.StatusChanged(self))
 
     def turn_params(self) -> GenerationParams:
@@ -330,6 +330,19 @@ class DomainPane(Vertical):
         panel.display = not panel.display
 
     # -- events from the engine thread ----------------------------------------------------
+    def _schedule_frame(self) -> None:
+        """Wake for the next frame when it is due, not on every tick of a fixed clock (a
+        Textual timer tick costs as much as a small frame)."""
+        if self._timer is None:
+            wait = self._next_frame - time.monotonic() if self._events else WAIT_SECONDS
+            self._timer = self.set_timer(max(FRAME_SECONDS, wait), self._frame_timer)
+
+    def _frame_timer(self) -> None:
+        self._timer = None
+        self._drain()
+        if self.job is not None:
+            self._schedule_frame()
+
     def _drain(self) -> None:
         if not self._events or not self._frame_due():
             return
@@ -442,7 +455,8 @@ class DomainPane(Vertical):
         turn = job.turn
         self.job = None
         if self._timer is not None:
-            self._timer.pause()
+            self._timer.stop()
+            self._timer = None
         view = self.screen_view
         if self.replaces_view and turn.observation:
             view.clear()

@@ -37,4 +37,5 @@ class ReasoningPanel(Vertical):
         return self.query_one("#reasoning-view", LineView)
 
     def set_title(self, text: str) -> None:
-        self.query_one("#reasoning-title", Static).update(Text(text))
+        # A one-line title: its size never depends on the text, so no screen layout.
+        self.query_one("#reasoning-title", Static).update(Text(text), layout=False)

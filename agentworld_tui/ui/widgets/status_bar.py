@@ -66,4 +66,6 @@ class StatusBar(Static):
     """
 
     def show(self, info: StatusInfo) -> None:
-        self.update(status_text(info))
+        # One fixed line: new text never changes its size, so no screen layout is needed
+        # (a layout redraws the whole screen, several times a second while streaming).
+        self.update(status_text(info), layout=False)
