@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
-from rich.syntax import Syntax
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from pygments.lexer import Lexer
 
 THEME = "ansi_dark"
 PROMPT = re.compile(
@@ -28,6 +28,10 @@ _HIGHLIGHT_LIMIT = 200_000
 def lexer(name: str) -> Lexer | None:
     if name in ("", "text"):
         return None
+    # Pygments loads here, at the first coloured block, not while the app starts.
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
     try:
         return get_lexer_by_name(name)
     except ClassNotFound:
@@ -39,6 +43,8 @@ def highlight(code: str, lexer_name: str) -> list[Text]:
     found = lexer(lexer_name)
     if found is None or len(code) > _HIGHLIGHT_LIMIT:
         return [Text(line) for line in code.split("\n")]
+    from rich.syntax import Syntax
+
     syntax = Syntax("", found, theme=THEME)
     text = syntax.highlight(code)
     text.style = ""  # the view's own background shows through
