@@ -58,7 +58,7 @@ def make_app(model: Path | None, **generation: object) -> AgentWorldApp:
     return AgentWorldApp(settings, offer_models=False)
 
 
-async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 30) -> None:
+async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 60) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():

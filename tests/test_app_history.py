@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from test_app import pane, wait_for
 from textual.widgets import DataTable, Input, TextArea
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.ui.app import AgentWorldApp
-from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.screens.branches import BranchesScreen, editable_text
 from agentworld_tui.ui.screens.replay import ReplayScreen, TrajectoryPicker
 from agentworld_tui.world.prompts import load_scenarios
@@ -45,21 +45,6 @@ def make_app(model: Path) -> AgentWorldApp:
     settings = Settings()
     settings.model.path, settings.model.threads = str(model), 2
     return AgentWorldApp(settings, offer_resume=False)
-
-
-async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 60) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)  # type: ignore[attr-defined]
-
-
-def pane(app: AgentWorldApp) -> DomainPane:
-    active = app.active_pane
-    assert active is not None
-    return active
 
 
 def idle(app: AgentWorldApp, turns: int) -> Callable[[], bool]:
