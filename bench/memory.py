@@ -142,13 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {n:>5}  {total / mib:7.1f} MiB  {mapped / mib:9.1f} MiB  {(total - mapped) / mib:9.1f} MiB"
         )
-    first, end = samples[0], samples[-1]
+    first, settled, end = samples[0], samples[min(1, len(samples) - 1)], samples[-1]
     beyond = (end[1] - end[2]) / mib
     growth = ((end[1] - end[2]) - (first[1] - first[2])) / mib
+    late = ((end[1] - end[2]) - (settled[1] - settled[2])) / mib
+    late_turns = max(1, end[0] - settled[0])
     bare_beyond = (bare_total - bare_mapped) / mib
     print(f"\n  after {turns} turns: {beyond:.1f} MiB beyond the model's mapping")
+    print(f"  grown since the model loaded: {growth:.1f} MiB (mostly the context's cache filling)")
     print(
-        f"  grown during the session: {growth:.1f} MiB ({growth * 1024 / max(1, turns):.0f} KiB a turn)"
+        f"  grown from turn {settled[0]} to {end[0]}: {late:.1f} MiB "
+        f"({late * 1024 / late_turns:.0f} KiB a turn)"
     )
     print(f"  llama-cpp-python alone, same model, context and prompt: {bare_beyond:.1f} MiB")
     print(f"  the app's own share: {beyond - bare_beyond:.1f} MiB")

@@ -145,7 +145,7 @@ class LineView(ScrollView, can_focus=True):
             return self.max_line_chars + 30
         return cell_len(plain) if not plain.isascii() else len(plain)
 
-    def _relayout(self, first: int, *, grown: bool = False) -> None:
+    def _relayout(self, first: int, *, grown: bool = False, follow: bool | None = None) -> None:
         """Recompute rows for lines from ``first`` on (appends touch only the tail).
 
         ``grown`` says line ``first`` only had text added at its end, so with wrapping
@@ -153,7 +153,8 @@ class LineView(ScrollView, can_focus=True):
         a new virtual size never asks the whole screen for a new layout: the view's own
         size does not depend on its content.
         """
-        follow = self.follow and self.is_vertical_scroll_end
+        if follow is None:
+            follow = self.follow and self.is_vertical_scroll_end
         if self.wrap:
             width = max(1, self._wrap_width or self.scrollable_content_region.width or 80)
             changed = self._rewrap(first, width, grown)
@@ -171,6 +172,11 @@ class LineView(ScrollView, can_focus=True):
         self._drawn_rows = drawn
         if size != self.virtual_size:
             self._set_virtual_size(size)
+            content_width = self.scrollable_content_region.width
+            if self.wrap and content_width and content_width != size.width:
+                # A scrollbar came or went: wrap everything again at the new width.
+                self._wrap_all(content_width, follow)
+                return
         if follow and self.max_scroll_y > self.scroll_y:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         else:
@@ -225,10 +231,15 @@ class LineView(ScrollView, can_focus=True):
         if self.wrap:
             width = self.scrollable_content_region.width
             if width and width != self._wrap_width:
-                self._wrap_width = width
-                self._row_start.clear()
-                self._rows.clear()
-                self._relayout(0)
+                self._wrap_all(width, self.follow and self.is_vertical_scroll_end)
+
+    def _wrap_all(self, width: int, follow: bool) -> None:
+        """Wrap every line again at ``width``; ``follow`` is measured before the rows
+        change (a narrower view has more rows, and the end must stay in view if it was)."""
+        self._wrap_width = width
+        self._row_start.clear()
+        self._rows.clear()
+        self._relayout(0, follow=follow)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
