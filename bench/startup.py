@@ -46,8 +46,13 @@ def child_env(scratch: Path) -> dict[str, str]:
         TERM="xterm-256color",
         COLUMNS="120",
         LINES="36",
+        # Installed apps run from compiled bytecode (pip writes it at install time). Where
+        # bytecode writing is off, as on this project's machines, the warm-up run writes
+        # it here for both apps, so neither compiles its sources on every start.
+        PYTHONPYCACHEPREFIX=str(scratch / "pycache"),
     )
     env.pop("TEXTUAL_DRIVER", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

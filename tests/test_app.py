@@ -10,6 +10,8 @@ import pytest
 from ggufgen import write_scripted_model
 
 from agentworld_tui.config import Settings
+from agentworld_tui.domains import DOMAINS
+from agentworld_tui.ui import app as app_module
 from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.ui.panes.base import DomainPane
 
@@ -195,6 +197,31 @@ async def test_app_without_a_model_explains_how_to_give_one() -> None:
         assert not pane(app).session.turns
         error = str(pane(app).query_one("#action-error").render())
         assert "no model configured" in error
+        # The other tabs, built after the first frame, start the same way.
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        panes = app.panes()
+        assert [p.domain.name for p in panes] == list(DOMAINS)
+        for other in panes:
+            assert "agentworld --model PATH.gguf" in other.screen_view.text, other.domain.name
+
+
+class FirstFrameProbe(AgentWorldApp):
+    """Notes which tabs are built when Textual says the first frame is drawn."""
+
+    CSS_PATH = Path(app_module.__file__).with_name("app.tcss")
+    built_at_first_frame: list[str]
+
+    def on_ready(self) -> None:
+        self.built_at_first_frame = [p.domain.name for p in self.panes()]
+
+
+async def test_only_the_first_tab_is_built_before_the_first_frame() -> None:
+    app = FirstFrameProbe(make_app(None).settings, offer_models=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.pause()
+        assert app.built_at_first_frame == ["terminal"]
+        assert len(app.panes()) == len(DOMAINS)
 
 
 async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:
@@ -205,6 +232,9 @@ async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: bool(app.engine_error))
         assert "not a GGUF model file" in app.engine_error
         assert "not a GGUF model file" in pane(app).screen_view.text
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        for other in app.panes():
+            assert "not a GGUF model file" in other.screen_view.text, other.domain.name
 
 
 async def test_hostile_output_is_shown_harmlessly(tmp_path: Path) -> None:

@@ -21,16 +21,7 @@ from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.engines.queue import CallJob, EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
-from agentworld_tui.ui.panes.android import AndroidPane
 from agentworld_tui.ui.panes.base import DomainPane
-from agentworld_tui.ui.panes.generic import GenericPane
-from agentworld_tui.ui.panes.mcp import McpPane
-from agentworld_tui.ui.panes.os import OsPane
-from agentworld_tui.ui.panes.search import SearchPane
-from agentworld_tui.ui.panes.swe import SwePane
-from agentworld_tui.ui.panes.terminal import TerminalPane
-from agentworld_tui.ui.panes.web import WebPane
-from agentworld_tui.ui.screens.sessions import ConfirmScreen, SessionBrowser
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import Turn
@@ -42,15 +33,27 @@ from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
-PANES: dict[str, type[DomainPane]] = {
-    "terminal": TerminalPane,
-    "mcp": McpPane,
-    "web": WebPane,
-    "android": AndroidPane,
-    "search": SearchPane,
-    "swe": SwePane,
-    "os": OsPane,
+PANES: dict[str, str] = {
+    "terminal": "terminal:TerminalPane",
+    "mcp": "mcp:McpPane",
+    "web": "web:WebPane",
+    "android": "android:AndroidPane",
+    "search": "search:SearchPane",
+    "swe": "swe:SwePane",
+    "os": "os:OsPane",
 }
+"""Each domain's pane, as module:class under agentworld_tui.ui.panes (imported when built)."""
+FIRST_TAB = "terminal"
+"""The tab built before the first frame; the others are built right after it."""
+
+
+def pane_class(name: str) -> type[DomainPane]:
+    import importlib
+
+    module, _, cls = PANES.get(name, "generic:GenericPane").partition(":")
+    found = getattr(importlib.import_module(f"agentworld_tui.ui.panes.{module}"), cls)
+    assert issubclass(found, DomainPane)
+    return found
 
 
 def first_scenario(domain: str) -> Scenario:
@@ -190,6 +193,9 @@ class AgentWorldApp(App[int]):
         self.engine = engine
         self.queue = EngineQueue(engine)
         self.model_ready = asyncio.Event()
+        self.tabs_ready = asyncio.Event()
+        """Set once every domain's tab is built (the first is built before the first frame,
+        the others right after it)."""
         self.model_status = StatusInfo(model="no model")
         if engine is not None:
             self.model_status.model = engine.info.name
@@ -197,32 +203,56 @@ class AgentWorldApp(App[int]):
 
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # Only the first tab is built before the first frame; the rest follow right after it.
         with TabbedContent(id="tabs"):
             for name, domain in DOMAINS.items():
-                pane_class = PANES.get(name, GenericPane)
                 with TabPane(domain.title, id=f"tab-{name}"):
-                    yield pane_class(domain, first_scenario(name), id=f"pane-{name}")
+                    if name == FIRST_TAB:
+                        yield self._new_pane(name)
         yield StatusBar(id="status")
         yield Footer()
+
+    def _new_pane(self, name: str) -> DomainPane:
+        return pane_class(name)(DOMAINS[name], first_scenario(name), id=f"pane-{name}")
 
     def on_mount(self) -> None:
         from agentworld_tui.launch import settings_problems
 
         for problem in settings_problems:
             self.notify(problem, title="Settings", severity="warning", timeout=15)
-        for pane in self.panes():
-            for problem in pane.problems:
-                self.notify(problem, severity="warning", timeout=10)
         if self.engine is None:
             self.model_status.phase = ""
-            self._no_model_help()
-            if self.offer_models and not self.settings.server.url:
-                self.call_after_refresh(self.action_models)
         else:
             self.queue.load(self._load_progress, self._load_done)
+        for pane in self.panes():
+            self._pane_built(pane)
         self._show_status()
         self.call_after_refresh(self._focus_editor)
+        self.call_after_refresh(self.call_later, self._build_other_tabs)
+
+    def _pane_built(self, pane: DomainPane) -> None:
+        for problem in pane.problems:
+            self.notify(problem, severity="warning", timeout=10)
+        if self.engine is None:
+            self._no_model_help(pane)
+        elif self.engine_error:
+            pane.screen_view.append_lines([Text(self.engine_error, style="bold red")])
+
+    async def _build_other_tabs(self) -> None:
+        """Build the tabs not yet shown, one at a time (keys are handled in between),
+        then open the start session, which may fill any of them."""
+        tabs = self.tabs()
+        for name in DOMAINS:
+            pane_host = tabs.get_pane(f"tab-{name}")
+            if pane_host.query(DomainPane):
+                continue
+            pane = self._new_pane(name)
+            await pane_host.mount(pane)
+            self._pane_built(pane)
+        self.tabs_ready.set()
         self._open_start_session()
+        if self.engine is None and self.offer_models and not self.settings.server.url:
+            self.action_models()
 
     # -- saved sessions -----------------------------------------------------------------
     def _open_start_session(self) -> None:
@@ -258,6 +288,8 @@ class AgentWorldApp(App[int]):
             f"Resume “{workspace.name}” ({workspace.turn_count} turns in "
             f"{len(workspace.tabs)} tabs)?"
         )
+        from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
         self.push_screen(ConfirmScreen(question, yes="Resume", no="Start fresh"), answer)
 
     def _apply_workspace(self, workspace: Workspace) -> None:
@@ -307,6 +339,8 @@ class AgentWorldApp(App[int]):
                 self._apply_workspace(self.library.open(path))
             except WorkspaceError as exc:
                 self.notify(str(exc), severity="error", timeout=15)
+
+        from agentworld_tui.ui.screens.sessions import SessionBrowser
 
         self.push_screen(SessionBrowser(self.library), opened)
 
@@ -402,6 +436,8 @@ class AgentWorldApp(App[int]):
                 f"Replace the {pane.domain.title} tab's {len(pane.session.turns)} turns with "
                 f"the recorded ones? (Saved sessions stay in the session browser.)"
             )
+            from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
             self.push_screen(ConfirmScreen(question, yes="Replace"), load)
         else:
             load()
@@ -427,7 +463,7 @@ class AgentWorldApp(App[int]):
             return
         self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
 
-    def _no_model_help(self) -> None:
+    def _no_model_help(self, pane: DomainPane) -> None:
         lines = [
             "No model is configured yet.",
             "",
@@ -437,8 +473,7 @@ class AgentWorldApp(App[int]):
             '      path = "/path/to/model.gguf"',
             "  or use a server:           agentworld --server http://HOST:PORT/v1",
         ]
-        for pane in self.panes():
-            pane.screen_view.append_lines([Text(line, style="yellow") for line in lines])
+        pane.screen_view.append_lines([Text(line, style="yellow") for line in lines])
 
     def tabs(self) -> TabbedContent:
         """The tabs live on the base screen, whatever dialog is on top."""
