@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from textual.widgets import Input
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
@@ -130,6 +131,30 @@ async def test_escape_stops_and_retry_keeps_the_earlier_answer(long_model: Path)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane(app).busy)
         assert turn.status == "interrupted" and turn.reasoning.startswith("step00000")
+
+
+async def test_a_streaming_tab_keeps_its_width_and_a_steady_cursor(long_model: Path) -> None:
+    """Nothing moves or blinks while a turn streams, apart from what the model writes."""
+    app = make_app(long_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        tab = app.tabs().get_tab("tab-terminal")
+        editor = pane(app).query_one(Input)
+        idle_width = tab.region.width
+        assert editor.cursor_blink
+        await pilot.press(*"make", "enter")
+        await wait_for(pilot, lambda: pane(app).status.reasoning_tokens > 0)
+        await pilot.pause()
+        assert "●" in str(tab.label)
+        assert tab.region.width == idle_width
+        assert not editor.cursor_blink
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not pane(app).busy)
+        await pilot.pause()
+        assert "●" not in str(tab.label)
+        assert tab.region.width == idle_width
+        assert editor.cursor_blink
 
 
 async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> None:

@@ -56,6 +56,11 @@ def pane_class(name: str) -> type[DomainPane]:
     return found
 
 
+def tab_label(title: str, busy: bool) -> str:
+    """A tab's label; its width is the same busy or not, so the tabs never move."""
+    return title + (" ●" if busy else "  ")
+
+
 def first_scenario(domain: str) -> Scenario:
     scenarios, _ = load_scenarios(domain)
     return scenarios[0] if scenarios else Scenario("blank", "Blank")
@@ -206,7 +211,7 @@ class AgentWorldApp(App[int]):
         # Only the first tab is built before the first frame; the rest follow right after it.
         with TabbedContent(id="tabs"):
             for name, domain in DOMAINS.items():
-                with TabPane(domain.title, id=f"tab-{name}"):
+                with TabPane(tab_label(domain.title, busy=False), id=f"tab-{name}"):
                     if name == FIRST_TAB:
                         yield self._new_pane(name)
         yield StatusBar(id="status")
@@ -590,9 +595,12 @@ class AgentWorldApp(App[int]):
             return
         for pane in self.panes():
             tab = tabs.get_tab(f"tab-{pane.domain.name}")
-            label = pane.domain.title + (" ●" if pane.busy else "")
+            label = tab_label(pane.domain.title, pane.busy)
             if str(tab.label) != label:
                 tab.label = label
+            for editor in pane.query("Input, TextArea"):
+                # A steady cursor while a turn streams: blinking redraws the screen.
+                editor.cursor_blink = not pane.busy  # type: ignore[attr-defined]
 
     def _show_status(self) -> None:
         pane = self.active_pane
