@@ -2,11 +2,13 @@
 
 The real Qwen-AgentWorld model is hybrid (Gated DeltaNet layers keep a recurrent state).
 llama.cpp cannot cut such a state back to an earlier position, so a prompt that shares only
-part of what the context holds would be evaluated from the start. The engine saves the state
-at the end of each prompt's history and restores it on the next turn. These tests run that
-path on small generated models: llama.cpp's ``mamba`` architecture (purely recurrent:
-nothing of its cache can be truncated) and ``jamba`` (Mamba layers and attention layers, a
-hybrid like the real model, whose saved state holds a KV cache too).
+part of what the context holds would be evaluated from the start. The engine saves the
+state at the end of each prompt's history and where its last action begins, and restores
+the longest that fits on the next turn (tests/test_hybrid_checkpoints.py has the second).
+These tests run that path on small generated models: llama.cpp's ``mamba`` architecture
+(purely recurrent: nothing of its cache can be truncated) and ``jamba`` (Mamba layers and
+attention layers, a hybrid like the real model; only the recurrent part of its state is
+saved, its KV cache stays in the context and is cut back).
 """
 
 from __future__ import annotations
@@ -93,18 +95,21 @@ def test_with_checkpoints_each_turn_reads_only_what_is_new(recurrent_model, llam
 
 
 def test_checkpoints_stay_within_their_memory_budget(recurrent_model, llama_engine) -> None:
-    # A hybrid model's saved state holds its KV cache too, so it grows turn by turn.
+    # Two checkpoints a turn: where the last action begins and at the end of the history.
+    # Only the recurrent part is saved, so every state has the same size.
     probe = llama_engine(recurrent_model(), n_ctx=8192)
     play_session(probe, 6)
-    largest = max(len(c.data) for c in probe.states._items)
-    assert len(probe.states) == 6 and largest > 0
+    sizes = {len(c.data) for c in probe.states._items}
+    assert len(probe.states) == 12 and len(sizes) == 1 and min(sizes) > 0
 
-    budget = int(largest * 2.5)
+    budget = int(max(sizes) * 2.5)
     engine = llama_engine(recurrent_model(), n_ctx=8192, state_budget_bytes=budget)
     _, prompts, evaluated = play_session(engine, 6)
-    assert 1 <= len(engine.states) <= 2
+    # The two of the last turn are kept: the least recently used go first.
+    assert len(engine.states) == 2
     assert engine.states.size <= budget
-    for n in range(1, 6):  # only the newest checkpoint is needed for the next turn
+    assert {len(c.tokens) for c in engine.states._items} < set(range(len(prompts[-1])))
+    for n in range(1, 6):  # only the newest end-of-history checkpoint is needed
         assert evaluated[n] / new_since_previous(prompts, n) <= 1.1
 
 

@@ -2,10 +2,19 @@
 
 One model stays loaded across turns so its cache is reused. Transformer caches can be cut
 back to any prefix, but the real model is hybrid (Gated DeltaNet layers keep a recurrent
-state that cannot be rolled back), so the engine saves the sequence state at the end of
-each prompt's history (before the generation prompt) and restores the best matching saved
-state when a new prompt shares only part of what the cache holds. Saved states are kept in
-a small least-recently-used store with a byte budget.
+state that cannot be rolled back), so the engine saves the sequence state at two points of
+each prompt and restores the best matching saved state when a new prompt shares only part
+of what the cache holds:
+
+- where the last message (the action) begins: the prefix that a retried, undone, edited or
+  unanswered (hence dropped) last turn shares with the prompt that follows it;
+- at the end of the history (before the generation prompt): the prefix of the next turn's
+  prompt once this turn's answer joins the history, and of a retry.
+
+Only the recurrent part of the state is saved (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``): a
+saved state is restored only when its tokens are a prefix of what the cache holds, so a
+hybrid model's attention cache is still there and is cut back to the same position. Saved
+states are kept in a small least-recently-used store with a byte budget.
 """
 
 from __future__ import annotations
@@ -329,6 +338,29 @@ class LlamaEngine:
         )
         return full, base
 
+    def _last_message_start(
+        self, messages: list[Message], params: GenerationParams, tokens: np.ndarray[Any, Any]
+    ) -> int:
+        """Where the last message's content begins in ``tokens`` (0 if it cannot be told).
+
+        The messages are rendered again with that content left empty: the same messages and
+        roles, so a template that renders a message by its place (Qwen3 shows an answer's
+        reasoning only after the last user message) renders everything before it the same.
+        The common prefix with ``tokens`` then ends where the content begins, after its role
+        header, which a retried, undone, edited or dropped last turn shares too. (A cut
+        further in, after the markup that actions share, such as "### Turn ", would save a
+        few tokens but miss an edited action that differs earlier.)
+        """
+        if len(messages) < 2:
+            return 0
+        assert self._template is not None
+        blank = [*messages[:-1], {**messages[-1], "content": ""}]
+        try:
+            text = self._template.render(blank, enable_thinking=params.enable_thinking)
+        except EngineError:
+            return 0
+        return common_prefix(self._tokenize(text), tokens)
+
     def _tokenize(self, text: str) -> np.ndarray[Any, Any]:
         ids = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         return np.asarray(ids, dtype=np.intc)
@@ -353,6 +385,10 @@ class LlamaEngine:
         tokens = self._tokenize(full)
         base_tokens = self._tokenize(base)
         history_end = common_prefix(base_tokens, tokens)
+        saves = {history_end}
+        if self._hybrid:
+            saves.add(self._last_message_start(messages, params, tokens))
+        saves.discard(0)
         n_ctx = llm.n_ctx()
         room = n_ctx - len(tokens)
         if room <= 0:
@@ -363,7 +399,7 @@ class LlamaEngine:
 
         ctx = llm.ctx
         start = self._reuse_cache(tokens)
-        for stop_at in (history_end, len(tokens)):
+        for stop_at in sorted(saves | {len(tokens)}):
             while llm.n_tokens < stop_at:
                 if control.cancelled:
                     yield self._finished(
@@ -373,8 +409,8 @@ class LlamaEngine:
                 chunk = tokens[llm.n_tokens : min(stop_at, llm.n_tokens + self.n_batch)]
                 llm.eval(chunk.tolist())
                 yield PromptProgress(llm.n_tokens - start, len(tokens) - start)
-            if stop_at == history_end and self._hybrid and history_end > start:
-                self._save_state(tokens[:history_end])
+            if stop_at in saves and self._hybrid and stop_at > start:
+                self._save_state(tokens[:stop_at])
         # llama.cpp's perf counters lag by one decode call, so the evaluated count is the
         # number of positions actually decoded for this prompt.
         evaluated = int(llm.n_tokens) - start
@@ -506,28 +542,44 @@ class LlamaEngine:
         return 0
 
     def _save_state(self, tokens: np.ndarray[Any, Any]) -> None:
+        """Save the recurrent part of the state, which holds exactly ``tokens``.
+
+        (A hybrid model's attention cache is left out: it can be cut back, and it grows with
+        the context, where the recurrent state has a fixed size.)
+        """
         import llama_cpp
 
         ctx = self._llm.ctx
-        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+        partial = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, partial))
+        if size > self.states.budget:
+            return
         buffer = (ctypes.c_uint8 * size)()
-        written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
+        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, buffer, size, 0, partial))
         if written:
             self.states.add(tokens, bytes(memoryview(buffer)[:written]))
 
     def _restore_state(self, checkpoint: _Checkpoint) -> bool:
+        """Restore a saved recurrent state whose tokens the cache holds at its start.
+
+        The attention cache of a hybrid model is kept and cut back to the same position, so
+        it must hold the checkpoint's tokens: ``_reuse_cache`` asks only for such states.
+        """
         import llama_cpp
 
         llm = self._llm
-        llm.reset()
+        n = len(checkpoint.tokens)
         data = checkpoint.data
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if not llama_cpp.llama_state_seq_set_data(llm.ctx, buffer, len(data), 0):
+        partial = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        memory = llama_cpp.llama_get_memory(llm.ctx)
+        if not (
+            llama_cpp.llama_state_seq_set_data_ext(llm.ctx, buffer, len(data), 0, partial)
+            and llama_cpp.llama_memory_seq_rm(memory, 0, n, -1)
+        ):
             log.warning("could not restore a saved state; evaluating the prompt again")
             llm.reset()
             return False
-        n = len(checkpoint.tokens)
-        llm.input_ids[:n] = checkpoint.tokens
         llm.n_tokens = n
         return True
 
