@@ -596,8 +596,9 @@ class AgentWorldApp(App[int]):
         for pane in self.panes():
             tab = tabs.get_tab(f"tab-{pane.domain.name}")
             label = tab_label(pane.domain.title, pane.busy)
-            if str(tab.label) != label:
-                tab.label = label
+            if str(tab.label) == label:
+                continue
+            tab.label = label
             for editor in pane.query("Input, TextArea"):
                 # A steady cursor while a turn streams: blinking redraws the screen.
                 editor.cursor_blink = not pane.busy  # type: ignore[attr-defined]
