@@ -165,6 +165,7 @@ async def test_a_whole_state_tab_redraws_each_branch_from_its_own_states(
     app = make_app(alpha)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 60)
+        await asyncio.wait_for(app.tabs_ready.wait(), 60)
         app.tabs().active = "tab-os"
         await pilot.pause()
         desktop = pane(app)

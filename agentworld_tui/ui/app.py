@@ -198,6 +198,7 @@ class AgentWorldApp(App[int]):
         self.engine = engine
         self.queue = EngineQueue(engine)
         self.model_ready = asyncio.Event()
+        self._panes: dict[str, DomainPane] = {}
         self.tabs_ready = asyncio.Event()
         """Set once every domain's tab is built (the first is built before the first frame,
         the others right after it)."""
@@ -229,13 +230,15 @@ class AgentWorldApp(App[int]):
             self.model_status.phase = ""
         else:
             self.queue.load(self._load_progress, self._load_done)
-        for pane in self.panes():
-            self._pane_built(pane)
+        self._pane_built(self.query_one(DomainPane))
         self._show_status()
         self.call_after_refresh(self._focus_editor)
         self.call_after_refresh(self.call_later, self._build_other_tabs)
 
     def _pane_built(self, pane: DomainPane) -> None:
+        """A pane is mounted: the app knows it from now on, and it starts as the others did."""
+        self._panes[pane.domain.name] = pane
+        self._panes = {n: self._panes[n] for n in DOMAINS if n in self._panes}  # tab order
         for problem in pane.problems:
             self.notify(problem, severity="warning", timeout=10)
         if self.engine is None:
@@ -248,11 +251,10 @@ class AgentWorldApp(App[int]):
         then open the start session, which may fill any of them."""
         tabs = self.tabs()
         for name in DOMAINS:
-            pane_host = tabs.get_pane(f"tab-{name}")
-            if pane_host.query(DomainPane):
+            if name in self._panes:
                 continue
             pane = self._new_pane(name)
-            await pane_host.mount(pane)
+            await tabs.get_pane(f"tab-{name}").mount(pane)
             self._pane_built(pane)
         self.tabs_ready.set()
         self._open_start_session()
@@ -485,22 +487,18 @@ class AgentWorldApp(App[int]):
         return self.screen_stack[0].query_one("#tabs", TabbedContent)
 
     def panes(self) -> list[DomainPane]:
-        try:
-            return list(self.screen_stack[0].query(DomainPane))
-        except IndexError:
-            return []
+        """The tabs' panes built so far, in tab order (kept by the app: a query of the
+        screen would walk every widget of every tab, and this is asked once a second
+        while a turn streams)."""
+        return list(self._panes.values())
 
     @property
     def active_pane(self) -> DomainPane | None:
         try:
-            tabs = self.tabs()
+            active = self.tabs().active
         except (NoMatches, IndexError):  # not composed yet, or closing
             return None
-        active = tabs.active_pane
-        if active is None:
-            return None
-        panes = list(active.query(DomainPane))
-        return panes[0] if panes else None
+        return self._panes.get(active.removeprefix("tab-"))
 
     def _focus_editor(self) -> None:
         pane = self.active_pane

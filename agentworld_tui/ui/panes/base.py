@@ -51,7 +51,7 @@ FRAME_SECONDS."""
 WAIT_SECONDS = 0.1
 """How often a pane looks for the first events of a turn (the prompt may take long)."""
 STATUS_SECONDS = 1.0
-"""The status line and the reasoning title are counters: a few updates a second read as
+"""The status line holds counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
 
@@ -384,10 +384,10 @@ class DomainPane(Vertical):
         self._apply_answers(answer)
         if finished is not None:
             self._finish(finished)
-        elif self._status_due(phase):
-            if self.status.reasoning_tokens:
-                self._reasoning_title()
-        else:
+        elif not self._status_due(phase):
+            # The live counters are in the status line; the reasoning panel's title is
+            # written when the turn ends (an update at the panel's top while its bottom
+            # grows would have the screen repaint the whole panel between them).
             return
         self.post_message(self.StatusChanged(self))
 
