@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -129,6 +130,19 @@ def test_kill_9_inside_a_save_leaves_a_whole_version(
     assert workspace.tabs[0].turns[-1].observation.endswith(str(turns_after))
     # a temporary file may be left by the kill; the library never lists it
     assert [s.path.name for s in SessionLibrary(folder).entries()] == ["crash.json"]
+    left = leftovers(folder)
+    assert len(left) == (0 if step == "after-rename" else 1)
+    # An hour on, opening the library removes what the killed save left, and only that:
+    # a younger temporary file may be another app's save in progress.
+    an_hour_ago = time.time() - 3601
+    for name in left:
+        os.utime(folder / name, (an_hour_ago, an_hour_ago))
+    (folder / ".other.json.x1y2.tmp").write_text("another app's save in progress")
+    (folder / "notes.tmp").write_text("not ours")
+    os.utime(folder / "notes.tmp", (an_hour_ago, an_hour_ago))
+    SessionLibrary(folder)
+    assert leftovers(folder) == [".other.json.x1y2.tmp", "notes.tmp"]
+    assert len(load_workspace(target).tabs[0].turns) == turns_after
 
 
 def test_kill_9_at_arbitrary_moments_never_loses_a_finished_save(tmp_path: Path) -> None:

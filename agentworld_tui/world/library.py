@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentworld_tui.world.store import write_atomic
+from agentworld_tui.world.store import remove_stale_temporaries, write_atomic
 from agentworld_tui.world.workspace import DomainLookup, Workspace, WorkspaceError, load_workspace
 
 SUFFIX = ".json"
@@ -47,6 +47,7 @@ class SessionLibrary:
             folder = sessions_dir()
         self.folder = folder
         self.domains = domains
+        remove_stale_temporaries(folder)  # left by saves that were killed
 
     def files(self) -> list[Path]:
         """Session files; temporary files of an interrupted save are not among them."""

@@ -10,12 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
+
+STALE_SECONDS = 3600.0
+"""A temporary file this old was left by a save that was killed (a save takes well under a
+second); a younger one may be another running app's save in progress."""
+TMP_SUFFIX = ".tmp"
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -32,3 +38,23 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def remove_stale_temporaries(folder: Path, older_than: float = STALE_SECONDS) -> list[Path]:
+    """Remove the temporary files that killed saves left in ``folder``; return them.
+
+    Only ``write_atomic``'s own names (hidden, ending in ``.tmp``) that were last written
+    ``older_than`` seconds ago or more are removed; anything else is left alone.
+    """
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        limit = time.time() - older_than
+        for entry in os.scandir(folder):
+            name = entry.name
+            if not (name.startswith(".") and name.endswith(TMP_SUFFIX) and entry.is_file()):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat().st_mtime <= limit:
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
