@@ -103,6 +103,12 @@ async def test_buttons_build_actions_and_bad_ones_are_refused(android_model: Pat
         await pilot.click("#direct-back")
         await finished(pilot, pane)
         assert pane.session.turns[0].action.payload == {"action": "back"}
+        for number, direction in enumerate(("up", "down", "left", "right"), start=2):
+            await pilot.pause(0.3)
+            await pilot.click(f"#direct-swipe-{direction}")
+            await finished(pilot, pane, number)
+            payload = pane.session.turns[-1].action.payload
+            assert payload == {"action": "swipe", "direction": direction}
 
 
 async def test_long_press_and_open_app_forms() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Button, Input
+from textual.widgets import Button, Input, Label
 
 from agentworld_tui.domains.android import AndroidDomain, UINode, node_action
 from agentworld_tui.ui.highlight import highlight
@@ -29,6 +29,8 @@ NODE_BUTTONS = {"tap": "Tap", "long_press": "Long press", "type": "Type"}
 DIRECT_BUTTONS: dict[str, dict[str, Any]] = {
     "swipe-up": {"action": "swipe", "direction": "up"},
     "swipe-down": {"action": "swipe", "direction": "down"},
+    "swipe-left": {"action": "swipe", "direction": "left"},
+    "swipe-right": {"action": "swipe", "direction": "right"},
     "back": {"action": "back"},
     "home": {"action": "home"},
 }
@@ -40,6 +42,8 @@ class AndroidPane(DomainPane):
     AndroidPane #device #screen { width: 1fr; }
     AndroidPane #android-buttons { height: 1; }
     AndroidPane #android-buttons Button { margin: 0 1 0 0; width: auto; min-width: 6; }
+    AndroidPane #android-buttons Button.arrow { margin: 0; min-width: 3; }
+    AndroidPane #swipe-label { margin: 0 1 0 0; color: $text-muted; }
     AndroidPane #android-action { height: 3; }
     AndroidPane #android-action.-invalid { border: tall $error; }
     """
@@ -56,8 +60,15 @@ class AndroidPane(DomainPane):
         with Horizontal(id="android-buttons"):
             for kind, label in NODE_BUTTONS.items():
                 yield Button(label, id=f"node-{kind}", compact=True)
-            yield Button("Swipe ↑", id="direct-swipe-up", compact=True)
-            yield Button("Swipe ↓", id="direct-swipe-down", compact=True)
+            yield Label("Swipe", id="swipe-label")
+            for direction, arrow in (("up", "↑"), ("down", "↓"), ("left", "←"), ("right", "→")):
+                yield Button(
+                    arrow,
+                    id=f"direct-swipe-{direction}",
+                    classes="arrow",
+                    compact=True,
+                    tooltip=f"Swipe {direction}",
+                )
             yield Button("Back", id="direct-back", compact=True)
             yield Button("Home", id="direct-home", compact=True)
             yield Button("Open app", id="open-app", compact=True)
