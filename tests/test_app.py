@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
@@ -110,6 +110,10 @@ async def test_control_keys_and_queued_entries_form_one_action(ls_model: Path) -
         assert wait_entry == [{"keystrokes": "", "duration": 5.0}]
 
 
+def reasoning_title(app: AgentWorldApp) -> str:
+    return str(pane(app).reasoning.query_one("#reasoning-title", Static).render())
+
+
 async def test_escape_stops_and_retry_keeps_the_earlier_answer(long_model: Path) -> None:
     app = make_app(long_model)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -123,8 +127,10 @@ async def test_escape_stops_and_retry_keeps_the_earlier_answer(long_model: Path)
         assert turn.reasoning.startswith("step00000")
         first = turn.reasoning
         assert "[stopped by you]" in pane(app).screen_view.text
+        assert "tokens" in reasoning_title(app)  # the count is written when a turn ends
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: pane(app).busy and pane(app).status.reasoning_tokens > 0)
+        assert reasoning_title(app) == "Reasoning"  # not the last turn's count
         assert turn.attempts[0]["status"] == "interrupted"
         assert turn.attempts[0]["reasoning"] == first
         assert "[stopped by you]" not in pane(app).screen_view.text  # the retry redraws
@@ -247,6 +253,26 @@ async def test_only_the_first_tab_is_built_before_the_first_frame() -> None:
         await pilot.pause()
         assert app.built_at_first_frame == ["terminal"]
         assert len(app.panes()) == len(DOMAINS)
+
+
+async def test_a_turn_sent_before_every_tab_is_built_is_refused_and_kept(
+    ls_model: Path,
+) -> None:
+    """The start session (resume, --session) may still replace a tab until every tab is
+    built: an action sent before then is refused, and stays in the editor."""
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        app.tabs_ready.clear()  # as during the first moments after the first frame
+        await pilot.press(*"ls", "enter")
+        await pilot.pause()
+        assert not pane(app).session.turns
+        assert "still starting" in str(pane(app).query_one("#action-error").render())
+        assert pane(app).query_one(Input).value == "ls"
+        app.tabs_ready.set()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
 
 
 async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:

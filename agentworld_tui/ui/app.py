@@ -14,6 +14,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from agentworld_tui.config import Settings, settings_path
@@ -199,6 +200,7 @@ class AgentWorldApp(App[int]):
         self.queue = EngineQueue(engine)
         self.model_ready = asyncio.Event()
         self._panes: dict[str, DomainPane] = {}
+        self._steady_cursor: dict[str, Widget] = {}
         self.tabs_ready = asyncio.Event()
         """Set once every domain's tab is built (the first is built before the first frame,
         the others right after it)."""
@@ -247,8 +249,8 @@ class AgentWorldApp(App[int]):
             pane.screen_view.append_lines([Text(self.engine_error, style="bold red")])
 
     async def _build_other_tabs(self) -> None:
-        """Build the tabs not yet shown, one at a time (keys are handled in between),
-        then open the start session, which may fill any of them."""
+        """Build the tabs not yet shown (keys wait meanwhile: about 0.4 s here), then open the
+        start session, which may fill any of them."""
         tabs = self.tabs()
         for name in DOMAINS:
             if name in self._panes:
@@ -567,6 +569,9 @@ class AgentWorldApp(App[int]):
         self._show_status()
 
     def can_generate(self, pane: DomainPane) -> bool:
+        if not self.tabs_ready.is_set():  # the start session may still replace this tab's
+            pane.show_error("still starting: send it again in a moment")
+            return False
         if self.engine is None or self.engine_error:
             pane.show_error(self.engine_error or "no model is configured")
             return False
@@ -597,9 +602,18 @@ class AgentWorldApp(App[int]):
             if str(tab.label) == label:
                 continue
             tab.label = label
-            for editor in pane.query("Input, TextArea"):
-                # A steady cursor while a turn streams: blinking redraws the screen.
-                editor.cursor_blink = not pane.busy  # type: ignore[attr-defined]
+            # The focused editor's cursor holds still while its tab streams (a blink is a
+            # screen update) and blinks again afterwards. Only that one: an unfocused
+            # Input told to blink would run its blink timer unseen.
+            name = pane.domain.name
+            if pane.busy:
+                editor = self.focused
+                blinking = editor is not None and getattr(editor, "cursor_blink", False)
+                if editor is not None and blinking and pane in editor.ancestors:
+                    editor.cursor_blink = False  # type: ignore[attr-defined]
+                    self._steady_cursor[name] = editor
+            elif (editor := self._steady_cursor.pop(name, None)) is not None:
+                editor.cursor_blink = True  # type: ignore[attr-defined]
 
     def _show_status(self) -> None:
         pane = self.active_pane

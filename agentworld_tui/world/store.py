@@ -47,9 +47,9 @@ def remove_stale_temporaries(folder: Path, older_than: float = STALE_SECONDS) ->
     ``older_than`` seconds ago or more are removed; anything else is left alone.
     """
     removed: list[Path] = []
-    with contextlib.suppress(OSError):
-        limit = time.time() - older_than
-        for entry in os.scandir(folder):
+    limit = time.time() - older_than
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
             name = entry.name
             if not (name.startswith(".") and name.endswith(TMP_SUFFIX) and entry.is_file()):
                 continue

@@ -255,6 +255,7 @@ class DomainPane(Vertical):
         self._reasoning_clean = StreamSanitizer()
         self._answer_clean = StreamSanitizer()
         self.reasoning.view.clear()
+        self.reasoning.set_title("Reasoning")  # its count is written when the turn ends
         self._started = time.monotonic()
         self._first_token = 0.0
         budget = self.awt_app.params.reasoning_budget
