@@ -199,6 +199,8 @@ class AgentWorldApp(App[int]):
         self.engine = engine
         self.queue = EngineQueue(engine)
         self.model_ready = asyncio.Event()
+        """Set once a turn can be sent: the model is loaded and every tab is built."""
+        self._model_loaded = False
         self._panes: dict[str, DomainPane] = {}
         self._steady_cursor: dict[str, Widget] = {}
         self.tabs_ready = asyncio.Event()
@@ -259,6 +261,7 @@ class AgentWorldApp(App[int]):
             await tabs.get_pane(f"tab-{name}").mount(pane)
             self._pane_built(pane)
         self.tabs_ready.set()
+        self._maybe_ready()
         self._open_start_session()
         if self.engine is None and self.offer_models and not self.settings.server.url:
             self.action_models()
@@ -533,8 +536,13 @@ class AgentWorldApp(App[int]):
             self.model_status.where = info.where
             self.model_status.n_ctx = info.n_ctx
             self.model_status.phase = ""
-            self.model_ready.set()
+            self._model_loaded = True
+            self._maybe_ready()
         self._show_status()
+
+    def _maybe_ready(self) -> None:
+        if self._model_loaded and self.tabs_ready.is_set():
+            self.model_ready.set()
 
     def action_models(self) -> None:
         from agentworld_tui.ui.screens.model_picker import ModelPicker
@@ -564,12 +572,13 @@ class AgentWorldApp(App[int]):
             return
         self.engine, self.engine_error = engine, ""
         self.model_ready.clear()
+        self._model_loaded = False
         self.model_status = StatusInfo(model=engine.info.name, phase="loading model")
         self.queue.switch(engine, self._load_progress, self._load_done)
         self._show_status()
 
     def can_generate(self, pane: DomainPane) -> bool:
-        if not self.tabs_ready.is_set():  # the start session may still replace this tab's
+        if not self.tabs_ready.is_set():  # the start session may still replace the tab
             pane.show_error("still starting: send it again in a moment")
             return False
         if self.engine is None or self.engine_error:

@@ -113,8 +113,6 @@ class DemoPlayer:
             if loop.time() > deadline:
                 raise DemoError("the model did not load in time")
             await pilot.pause(POLL_SECONDS)
-        while not app.tabs_ready.is_set():  # the tabs not shown first are built after it
-            await pilot.pause(POLL_SECONDS)
 
     async def _show_tab(self, pilot: Pilot[object], app: AgentWorldApp, tab: DemoTab) -> DomainPane:
         pane = next((p for p in app.panes() if p.domain.name == tab.domain), None)
