@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
@@ -82,22 +83,23 @@ def make_endless(path: Path) -> None:
     del reader
 
 
-def scripted_model(folder: Path) -> Path:
-    """A transformer (qwen2) that answers every turn with ``turn_script()``."""
-    path = folder / "scripted-qwen2.gguf"
+def _scripted(folder: Path, name: str, write: Callable[..., object]) -> Path:
+    """A model in ``folder`` that answers every turn with ``turn_script()``, made once."""
+    path = folder / name
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        write_scripted_model(path, turn_script(), n_ctx_train=32768)
+        write(path, turn_script(), n_ctx_train=32768)
     return path
+
+
+def scripted_model(folder: Path) -> Path:
+    """A transformer (qwen2) that answers every turn with ``turn_script()``."""
+    return _scripted(folder, "scripted-qwen2.gguf", write_scripted_model)
 
 
 def recurrent_model(folder: Path) -> Path:
     """A recurrent (mamba) model that answers every turn with ``turn_script()``."""
-    path = folder / "scripted-mamba.gguf"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        write_recurrent_model(path, turn_script(), n_ctx_train=32768)
-    return path
+    return _scripted(folder, "scripted-mamba.gguf", write_recurrent_model)
 
 
 def smollm2() -> Path | None:

@@ -76,12 +76,17 @@ def pane(app: AgentWorldApp) -> DomainPane:
     return active
 
 
+def turn_done(app: AgentWorldApp) -> Callable[[], bool]:
+    """The active tab has a turn and is not generating."""
+    return lambda: bool(pane(app).session.turns) and not pane(app).busy
+
+
 async def test_command_streams_into_terminal_and_reasoning(ls_model: Path) -> None:
     app = make_app(ls_model)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         terminal = pane(app)
         assert terminal.screen_view.text.splitlines() == [
             "user@devbox:~/project$ ls",
@@ -101,7 +106,7 @@ async def test_control_keys_and_queued_entries_form_one_action(ls_model: Path) -
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"vim notes.txt", "f2", *"ihello", "ctrl+c")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         payload = pane(app).session.turns[0].action.payload
         assert [e["keystrokes"] for e in payload] == ["vim notes.txt\n", "ihello\n", "C-c"]
         await pilot.press("f5")
@@ -168,7 +173,7 @@ async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> No
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         turn = pane(app).session.turns[0]
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: bool(turn.attempts) and not pane(app).busy)
@@ -272,7 +277,7 @@ async def test_a_turn_sent_before_every_tab_is_built_is_refused_and_kept(
         assert pane(app).query_one(Input).value == "ls"
         app.tabs_ready.set()
         await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
 
 
 async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:
@@ -305,7 +310,7 @@ async def test_hostile_output_is_shown_harmlessly(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"cat x", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         shown = pane(app).screen_view.text
         assert "[bold red]x[/]" in shown  # markup shown literally, never interpreted
         assert "\x1b" not in shown and "\x07" not in shown
@@ -327,7 +332,7 @@ async def test_turns_are_saved_and_the_session_resumes(ls_model: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         saved = app.workspace.path
         assert saved is not None
         await wait_for(pilot, saved.exists)
@@ -356,7 +361,7 @@ async def test_damaged_session_file_is_refused_and_left_untouched(
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         assert any("damaged" in n.message for n in app._notifications)
     assert damaged.read_bytes() == before
 
@@ -367,7 +372,7 @@ async def test_thinking_can_be_switched_off_for_one_tab(ls_model: Path) -> None:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press("f4")
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         turn = pane(app).session.turns[0]
         # With thinking off the template closes the reasoning block in the prompt, so the
         # script's reasoning text is not reasoning any more.
@@ -407,7 +412,7 @@ async def test_huge_answers_stay_responsive(tmp_path: Path, newline: bool) -> No
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"cat big", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy, 120)
+        await wait_for(pilot, turn_done(app), 120)
         observation = pane(app).session.turns[0].observation
         view = pane(app).screen_view
         if newline:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
-from test_app import make_app, pane, wait_for
+from test_app import make_app, pane, turn_done, wait_for
 
 VERDICT = {
     "strengths": ["echoes the command"],
@@ -48,7 +48,7 @@ async def test_a_preset_perturbation_reaches_the_next_turn_and_shows_a_badge(mod
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: pane(app).session.control is not None)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         turn = pane(app).session.turns[0]
         assert turn.control == text.strip() or text.strip() in turn.control
         assert turn.control in turn.user_message
@@ -61,7 +61,7 @@ async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")
-        await wait_for(pilot, lambda: bool(pane(app).session.turns) and not pane(app).busy)
+        await wait_for(pilot, turn_done(app))
         await pilot.press("f11")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
         app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md  src\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from pane_driver import open_tab
 from test_app import pane, wait_for
 from textual.widgets import DataTable, Input, TextArea
 
@@ -21,6 +22,7 @@ from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.ui.app import AgentWorldApp
+from agentworld_tui.ui.panes.os import OsPane
 from agentworld_tui.ui.screens.branches import BranchesScreen, editable_text
 from agentworld_tui.ui.screens.replay import ReplayScreen, TrajectoryPicker
 from agentworld_tui.world.prompts import load_scenarios
@@ -165,18 +167,8 @@ async def test_a_whole_state_tab_redraws_each_branch_from_its_own_states(
     app = make_app(alpha)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 60)
-
-        def os_shown() -> bool:
-            # Again if the first start's focus on the terminal's editor took it back.
-            if pane(app).domain.name != "os":
-                app.tabs().active = "tab-os"
-                return False
-            return True
-
-        await wait_for(pilot, os_shown)
-        await pilot.pause()
-        desktop = pane(app)
-        assert desktop.domain.name == "os" and desktop.replaces_view
+        desktop = await open_tab(app, pilot, "os", OsPane)
+        assert desktop.replaces_view
         action = desktop.domain.parse_action("pyautogui.click(1, 2)", desktop.session.scenario)
         assert desktop.send(action)
         await wait_for(pilot, idle(app, 1))
