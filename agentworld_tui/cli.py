@@ -31,7 +31,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: bool = True) -> argparse.ArgumentParser:
+    """The command line; without ``commands``, the app's flags only (no sub-command can be
+    named then: ``main`` leaves them out when every word is a flag, as in a plain start)."""
     engine = engine_flags()
     parser = argparse.ArgumentParser(
         prog="agentworld",
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--session", metavar="FILE", help="open (or create) this session file and save to it"
     )
+    if not commands:
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     predict = sub.add_parser(
@@ -163,6 +167,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    import gc
+
+    # Start-up builds a few hundred thousand objects that all stay alive, and the cyclic
+    # collector would walk them several times for nothing (about 20 ms here, one full
+    # pass among them). The app turns it back on once its tabs are built.
+    gc.disable()
     settings = settings_from_args(args)
     from agentworld_tui.ui.app import AgentWorldApp
 
@@ -173,8 +183,12 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    # A plain start (flags only) needs no sub-command: importing their modules and building
+    # their parsers would cost the first frame about 7 ms.
+    flags_only = all(w.startswith("-") and w not in ("-h", "--help") for w in words)
+    parser = build_parser(commands=not flags_only)
+    args = parser.parse_args(words)
     handler = getattr(args, "handler", None) or cmd_app
     try:
         return int(handler(args))

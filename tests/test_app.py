@@ -260,6 +260,29 @@ async def test_only_the_first_tab_is_built_before_the_first_frame() -> None:
         assert len(app.panes()) == len(DOMAINS)
 
 
+async def test_garbage_collection_is_back_on_once_the_tabs_are_built() -> None:
+    """``agentworld`` starts with the cyclic collector off (cli.cmd_app); the app turns it
+    back on once every tab is built, with what start-up left alive frozen. An app started
+    with the collector on leaves it alone."""
+    import gc
+
+    app = FirstFrameProbe(make_app(None).settings, offer_models=False)
+    frozen = gc.get_freeze_count()
+    gc.disable()
+    try:
+        async with app.run_test(size=(120, 36)):
+            await asyncio.wait_for(app.tabs_ready.wait(), 30)
+            assert gc.isenabled()
+            assert gc.get_freeze_count() > frozen
+        gc.unfreeze()
+        async with make_app(None).run_test(size=(120, 36)) as pilot:
+            await asyncio.wait_for(pilot.app.tabs_ready.wait(), 30)
+            assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
 async def test_a_turn_sent_before_every_tab_is_built_is_refused_and_kept(
     ls_model: Path,
 ) -> None:

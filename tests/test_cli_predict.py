@@ -168,3 +168,31 @@ def test_cheap_commands_do_not_import_textual_or_llama_cpp(argv: list[str] | Non
         assert result.stdout.startswith("agentworld ")
     elif argv is not None:
         assert "usage:" in result.stdout
+
+
+def test_a_plain_start_leaves_the_sub_commands_out() -> None:
+    # Flags only (a plain start, or a bad flag): the sub-commands' modules are not imported.
+    code = (
+        "import sys\n"
+        "import agentworld_tui.cli as cli\n"
+        "try:\n"
+        "    cli.main(['--no-such-flag'])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code)\n"
+        "print(sorted(m for m in cli.COMMAND_MODULES if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.splitlines() == ["exit 2", "[]"]
+    assert "unrecognized arguments: --no-such-flag" in result.stderr
+
+
+def test_help_still_lists_every_sub_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentworld_tui.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    for command in ("predict", "export", "demo", "serve", "models", "doctor", "bench"):
+        assert command in shown

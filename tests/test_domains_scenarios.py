@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,21 @@ def test_domains_in_tab_order() -> None:
         "SWE",
         "OS",
     ]
+    # The tab bar reads the titles without importing the domains; each matches its class.
+    assert [DOMAINS.title(name) for name in DOMAINS] == [d.title for d in DOMAINS.values()]
+    assert all(DOMAINS[name].name == name for name in DOMAINS)
+
+
+def test_domains_are_imported_when_first_asked_for() -> None:
+    code = (
+        "import sys; from agentworld_tui.domains import DOMAINS; "
+        "print(DOMAINS.title('android'), 'agentworld_tui.domains.android' in sys.modules); "
+        "DOMAINS['android']; print('agentworld_tui.domains.android' in sys.modules); "
+        "DOMAINS['nope']"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["Android", "False", "True"]
+    assert "KeyError: 'nope'" in done.stderr
 
 
 @pytest.mark.parametrize("name", list(DOMAINS))

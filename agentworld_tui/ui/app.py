@@ -57,6 +57,19 @@ def pane_class(name: str) -> type[DomainPane]:
     return found
 
 
+def collect_after_start() -> None:
+    """Turn the cyclic garbage collector back on if the launcher turned it off for start-up
+    (``cli.cmd_app``): collect once, then freeze what start-up left alive, so that later
+    full collections, which pause the screen, no longer walk every imported module."""
+    import gc
+
+    if gc.isenabled():
+        return
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+
+
 def tab_label(title: str, busy: bool) -> str:
     """A tab's label; its width is the same busy or not, so the tabs never move."""
     return title + (" ●" if busy else "  ")
@@ -215,8 +228,8 @@ class AgentWorldApp(App[int]):
     def compose(self) -> ComposeResult:
         # Only the first tab is built before the first frame; the rest follow right after it.
         with TabbedContent(id="tabs"):
-            for name, domain in DOMAINS.items():
-                with TabPane(tab_label(domain.title, busy=False), id=f"tab-{name}"):
+            for name in DOMAINS:
+                with TabPane(tab_label(DOMAINS.title(name), busy=False), id=f"tab-{name}"):
                     if name == FIRST_TAB:
                         yield self._new_pane(name)
         yield StatusBar(id="status")
@@ -261,6 +274,7 @@ class AgentWorldApp(App[int]):
             await tabs.get_pane(f"tab-{name}").mount(pane)
             self._pane_built(pane)
         self.tabs_ready.set()
+        collect_after_start()
         self._maybe_ready()
         self._open_start_session()
         if self.engine is None and self.offer_models and not self.settings.server.url:
