@@ -40,6 +40,9 @@ EXPECTED: dict[str, list[str]] = {
         rf"decode speed during the rounds: {MEDIAN} tok/s",
     ],
     "rendering": [
+        rf"a delta a token +{MEDIAN} ms",
+        rf"one delta +{MEDIAN} ms",
+        rf"token by token ÷ at once +{MEDIAN}",
         rf"4 tokens a frame +{MEDIAN} ms",
         rf"all at once +{MEDIAN} ms",
         rf"streamed \(4 a frame\) ÷ at once +{MEDIAN}",

@@ -44,10 +44,11 @@ if TYPE_CHECKING:
 FRAME_SECONDS = 1 / 30
 MAX_FRAME_SECONDS = 1 / 4
 UI_SHARE = 0.01
-"""While tokens stream, every core may be decoding and whatever the app draws comes out of
-the model's time: frames come no more often than keeps their cost (main-thread CPU for the
-drain and the screen update it causes) near this share of one core, and at most every
-FRAME_SECONDS."""
+"""While tokens stream, every core may be decoding and whatever the app does comes out of
+the model's time: the gap between frames grows while the main thread used more than this
+share of one core since the last frame (everything it did: the frames, the screen updates
+they cause, the status line, timers) and shrinks while it used less, between FRAME_SECONDS
+and MAX_FRAME_SECONDS."""
 WAIT_SECONDS = 0.1
 """How often a pane looks for the first events of a turn (the prompt may take long)."""
 STATUS_SECONDS = 1.0
@@ -102,7 +103,10 @@ class DomainPane(Vertical):
         self._started = 0.0
         self._first_token = 0.0
         self._status_at = 0.0
-        self._next_frame = self._frame_cpu = self._frame_cost = 0.0
+        self._next_frame = 0.0
+        self._gap = FRAME_SECONDS
+        self._last_frame: tuple[float, float] | None = None
+        """When the last frame began: wall clock and main-thread CPU time."""
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -258,6 +262,7 @@ class DomainPane(Vertical):
         self.reasoning.set_title("Reasoning")  # its count is written when the turn ends
         self._started = time.monotonic()
         self._first_token = 0.0
+        self._last_frame = None  # the main thread's share is measured from the first frame
         budget = self.awt_app.params.reasoning_budget
         self.status = StatusInfo(reasoning_budget=budget, phase="waiting")
         self.job = TurnJob(
@@ -347,8 +352,6 @@ class DomainPane(Vertical):
     def _drain(self) -> None:
         if not self._events or not self._frame_due():
             return
-        self._frame_cpu = time.thread_time()
-        self.call_after_refresh(self._frame_drawn)
         reasoning: list[str] = []
         answer: list[AnswerDelta] = []
         finished: Finished | None = None
@@ -393,18 +396,21 @@ class DomainPane(Vertical):
         self.post_message(self.StatusChanged(self))
 
     def _frame_due(self) -> bool:
-        """Whether a frame is due; what the last frames cost sets the gap to the next."""
+        """Whether a frame is due; the main thread's share of a core since the last frame
+        sets the gap to the next (see UI_SHARE)."""
         now = time.monotonic()
         if now < self._next_frame:
             return False
-        gap = self._frame_cost / UI_SHARE
-        self._next_frame = now + min(MAX_FRAME_SECONDS, max(FRAME_SECONDS, gap))
+        cpu = time.thread_time()
+        if self._last_frame is not None:
+            wall, before = self._last_frame
+            share = (cpu - before) / max(now - wall, FRAME_SECONDS)
+            # The square root damps the correction, so the gap settles instead of swinging.
+            gap = self._gap * (max(share, 1e-4) / UI_SHARE) ** 0.5
+            self._gap = min(MAX_FRAME_SECONDS, max(FRAME_SECONDS, gap))
+        self._last_frame = (now, cpu)
+        self._next_frame = now + self._gap
         return True
-
-    def _frame_drawn(self) -> None:
-        """Learn what a frame costs: the drain and the screen update that showed it."""
-        cost = time.thread_time() - self._frame_cpu
-        self._frame_cost += (cost - self._frame_cost) / 4
 
     def _status_due(self, phase_before: str) -> bool:
         """Whether the counters should be shown again (a new phase always is)."""
