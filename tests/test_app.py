@@ -168,6 +168,35 @@ async def test_a_streaming_tab_keeps_its_width_and_a_steady_cursor(long_model: P
         assert editor.cursor_blink
 
 
+async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
+    """The gap between frames follows the main thread's share of a core since the last
+    frame: far above UI_SHARE it widens to the slowest pace, idle it narrows back to the
+    fastest."""
+    import time
+
+    from agentworld_tui.ui.panes import base
+
+    def next_gap(tab: DomainPane, busy: float, idle: float) -> float:
+        until = time.thread_time() + busy
+        while time.thread_time() < until:  # the main thread at work
+            pass
+        time.sleep(idle)
+        tab._next_frame = 0.0  # due now
+        assert tab._frame_due()
+        return tab._gap
+
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)):
+        tab = pane(app)
+        tab._last_frame = None
+        assert next_gap(tab, 0, 0) == base.FRAME_SECONDS  # the first frame measures nothing
+        gaps = [next_gap(tab, 0.02, 0.02) for _ in range(3)]  # about half a core
+        assert gaps[0] > base.FRAME_SECONDS
+        assert gaps[-1] == base.MAX_FRAME_SECONDS
+        gaps = [next_gap(tab, 0, 0.3) for _ in range(3)]  # idle
+        assert gaps[-1] == base.FRAME_SECONDS
+
+
 async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> None:
     app = make_app(ls_model)
     async with app.run_test(size=(120, 36)) as pilot:
