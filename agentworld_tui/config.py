@@ -83,6 +83,8 @@ def physical_cores() -> int:
 
 @dataclass
 class ModelSettings:
+    """The local model: ``[model]`` in config.toml."""
+
     path: str = ""
     """A GGUF file; empty when no model is configured."""
     n_ctx: int = 0
@@ -95,6 +97,8 @@ class ModelSettings:
 
 @dataclass
 class ServerSettings:
+    """A remote OpenAI-compatible server (vLLM, SGLang, llama.cpp server): ``[server]``."""
+
     url: str = ""
     """An OpenAI-compatible endpoint; when set it replaces the local model."""
     model: str = ""
@@ -104,6 +108,8 @@ class ServerSettings:
 
 @dataclass
 class GenerationSettings:
+    """Sampling and the reasoning budget: ``[generation]``."""
+
     temperature: float = 0.6
     top_p: float = 0.95
     top_k: int = 20
@@ -116,6 +122,8 @@ class GenerationSettings:
 
 @dataclass
 class UISettings:
+    """The app's own options: ``[ui]`` (the wait key's seconds, screenshots, the reasoning panel)."""
+
     wait_seconds: float = 5.0
     screenshots_dir: str = ""
     show_reasoning: bool = True
@@ -123,6 +131,8 @@ class UISettings:
 
 @dataclass
 class Settings:
+    """Everything config.toml can set, with command-line flags applied on top."""
+
     model: ModelSettings = field(default_factory=ModelSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
@@ -132,6 +142,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class SettingsLoad:
+    """Settings as read from a file, and what was wrong in it (left at its default)."""
+
     settings: Settings
     problems: list[str]
     path: Path

@@ -2,29 +2,54 @@
 
 When Textual has drawn the first frame it sends the app a Ready event; a handler added to
 ``App`` itself (so it runs for any app, whatever its own handlers) writes one byte to the
-file descriptor the parent passed and exits. Which app: ``agentworld`` (the real command
-line, ``agentworld_tui.cli.main([])``, with no model configured) or ``minimal`` (a Textual
-app with one line of text).
+file descriptor the parent passed and exits. The handler is added the moment
+``textual.app`` is first imported, by whichever app imports it, so each app starts exactly
+as it does on its own (the import happens where the app does it). Which app:
+``agentworld`` (the real command line, ``agentworld_tui.cli.main([])``, with no model
+configured) or ``minimal`` (a Textual app with one line of text).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import os
 import sys
+from types import ModuleType
+from typing import Any
+
+
+def first_frame(self: Any) -> None:
+    os.write(int(os.environ["BENCH_READY_FD"]), b"1")
+    self.exit()
+
+
+class ReadyHook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``textual.app`` as usual, then adds the Ready handler once it is loaded."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "textual.app":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        assert spec is not None and spec.loader is not None
+        self.loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        module.App.on_ready = first_frame
 
 
 def main() -> int:
     which = sys.argv[1]
-    ready_fd = int(os.environ["BENCH_READY_FD"])
-    from textual.app import App
-
-    def first_frame(self: App[object]) -> None:
-        os.write(ready_fd, b"1")
-        self.exit()
-
-    App.on_ready = first_frame  # type: ignore[attr-defined]
+    sys.meta_path.insert(0, ReadyHook())
     if which == "minimal":
-        from textual.app import ComposeResult
+        from textual.app import App, ComposeResult
         from textual.widgets import Static
 
         class Minimal(App[None]):

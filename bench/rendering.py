@@ -189,7 +189,7 @@ async def one_run(
 ) -> tuple[float, list[float]]:
     """Main-thread CPU seconds for one turn, its tokens drawn ``per_frame`` at a time (0:
     all at once) by the bench itself; with streaming, also the cost of each frame."""
-    engine.deltas = []
+    engine.deltas, engine.hold = [], 0.0  # the bench hands the deltas; the turn ends at once
     pane = await start_turn(app, engine, tokens, kind)
     text = "".join(tokens)
     view = pane.reasoning.view if kind == "reasoning" else pane.screen_view

@@ -6,7 +6,7 @@ the moment the child reports Textual's Ready event (sent once the first frame is
 Runs alternate between the two apps, the order flipping each repetition. Then it checks
 that ``agentworld --version`` and ``--help`` import neither Textual nor llama.cpp.
 
-    python bench/startup.py            # 7 alternating repetitions
+    python bench/startup.py            # 21 alternating repetitions
     python bench/startup.py --quick    # 5, the same measurement
 """
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=0)
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    reps = args.reps or (5 if args.quick else 7)
+    reps = args.reps or (5 if args.quick else 21)
     print(f"benchmark 5 · start-up · {machine()}")
     with tempfile.TemporaryDirectory(prefix="agentworld-bench-") as scratch:
         env = child_env(Path(scratch))

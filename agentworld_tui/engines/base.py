@@ -27,6 +27,8 @@ class ContextOverflowError(EngineError):
 
 @dataclass(frozen=True)
 class GenerationParams:
+    """Sampling and reasoning settings for one turn."""
+
     temperature: float = 0.6
     top_p: float = 0.95
     top_k: int = 20
@@ -39,6 +41,8 @@ class GenerationParams:
 
 @dataclass(frozen=True)
 class ReasoningDelta:
+    """Reasoning text streamed since the last event, with the running token counts."""
+
     text: str
     generated: int
     reasoning_tokens: int
@@ -46,6 +50,8 @@ class ReasoningDelta:
 
 @dataclass(frozen=True)
 class AnswerDelta:
+    """Observation text streamed since the last event, with the running token count."""
+
     text: str
     generated: int
     reset: bool = False
@@ -54,6 +60,8 @@ class AnswerDelta:
 
 @dataclass(frozen=True)
 class PromptProgress:
+    """How much of the prompt the engine has read so far, in tokens."""
+
     evaluated: int
     total: int
 
@@ -68,6 +76,8 @@ class PromptBuilt:
 
 @dataclass(frozen=True)
 class GenerationStats:
+    """What one generation cost: tokens read and generated, speed, and why it stopped."""
+
     prompt_tokens: int = 0
     evaluated_prompt_tokens: int = 0
     """Prompt tokens the engine actually evaluated (the rest came from its cache)."""
@@ -124,6 +134,8 @@ class GenerationControl:
 
 @dataclass(frozen=True)
 class EngineInfo:
+    """What the status bar says about the engine."""
+
     name: str
     """The model as the user knows it (file name or server model)."""
     where: str

@@ -32,6 +32,8 @@ EventSink = Callable[[EngineEvent], None]
 
 @dataclass(eq=False)
 class TurnJob:
+    """One turn to stream; its events go to ``sink`` from the engine thread."""
+
     owner: str
     """Who asked (a tab name), for the status bar."""
     session: Session
@@ -43,6 +45,8 @@ class TurnJob:
 
 @dataclass(eq=False)
 class LoadJob:
+    """Load the model (or replace the engine), reporting progress from the engine thread."""
+
     on_progress: Callable[[str], None]
     on_done: Callable[[str | None], None]
     """Called with None on success, else the error message."""

@@ -55,6 +55,8 @@ class WorldPage:
 
 @dataclass(frozen=True)
 class FictionalWorld:
+    """A made-up world the model keeps to: its premise, facts, people and things."""
+
     name: str
     """File name without ``.toml``; also how a session refers to where its world came from."""
     title: str

@@ -25,6 +25,8 @@ LAST_USED = "last-used"
 
 @dataclass(frozen=True)
 class SavedSession:
+    """One session file as the session picker lists it."""
+
     path: Path
     name: str
     updated: float

@@ -20,6 +20,8 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 @dataclass(frozen=True)
 class PromptTemplate:
+    """A system prompt template, where it was read from, and what was wrong with it."""
+
     text: str
     source: str
     problems: list[str] = field(default_factory=list)

@@ -17,18 +17,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.context import first_kept_turn
 from agentworld_tui.world.domain import Domain, Scenario
-from agentworld_tui.world.fictional_world import FictionalWorld, world_from_dict
-from agentworld_tui.world.perturbation import (
-    ControlInstruction,
-    control_instruction,
-    join_instructions,
-    write_control,
-)
+
+if TYPE_CHECKING:
+    # Imported where they are used: the app's first frame needs neither.
+    from agentworld_tui.world.fictional_world import FictionalWorld
+    from agentworld_tui.world.perturbation import ControlInstruction
 
 TurnStatus = Literal["pending", "complete", "interrupted", "no_answer", "error"]
 Message = dict[str, str]
@@ -39,6 +37,8 @@ _MESSAGE_OVERHEAD = 6
 
 @dataclass
 class Turn:
+    """One action and what the model predicted for it."""
+
     number: int
     action: Action
     user_message: str
@@ -104,6 +104,8 @@ class Turn:
 
 @dataclass
 class Prompt:
+    """The messages for one turn, and how many earlier turns were left out."""
+
     messages: list[Message]
     omitted_turns: int
     """Earlier turns left out because they did not fit."""
@@ -164,6 +166,8 @@ def _same_turn(a: Turn, b: Turn) -> bool:
 
 @dataclass
 class Session:
+    """One tab's history: the domain, its scenario and system prompt, the turns and branches."""
+
     domain: Domain
     scenario: Scenario
     system_prompt: str
@@ -191,6 +195,8 @@ class Session:
         number = len(self.turns) + 1
         state = self.scenario.state if number == 1 and self.scenario.state.strip() else None
         control = self.control.text if self.control is not None else ""
+        from agentworld_tui.world.perturbation import join_instructions, write_control
+
         message = write_control(
             self.domain.render_turn(number, action, state),
             join_instructions(control, self.world.instruction() if self.world else ""),
@@ -204,6 +210,8 @@ class Session:
     def set_control(self, text: str, *, persistent: bool = False, preset: str = "") -> None:
         """Send ``text`` with the next turn, or with every turn until ``clear_control``;
         raises ControlError for an empty or oversized instruction."""
+        from agentworld_tui.world.perturbation import control_instruction
+
         self.control = control_instruction(text, persistent=persistent, preset=preset)
 
     def clear_control(self) -> None:
@@ -416,6 +424,9 @@ class Session:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], domain: Domain) -> Session:
+        from agentworld_tui.world.fictional_world import world_from_dict
+        from agentworld_tui.world.perturbation import ControlInstruction
+
         turns = [Turn.from_dict(t) for t in data.get("turns", [])]
         shown = int(data.get("branch", 1))
         branches = [

@@ -10,6 +10,8 @@ from textual.widgets import Static
 
 @dataclass
 class StatusInfo:
+    """What the status line shows: the model, the context and the current turn's counters."""
+
     model: str = "no model"
     where: str = ""
     n_ctx: int = 0
