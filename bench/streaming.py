@@ -43,6 +43,8 @@ class Run:
     rate: float
     """Decode tokens per second: (tokens - 1) / (last token time - first token time)."""
     text: str = ""
+    main_thread: float = 0.0
+    """App side: the main thread's CPU time ÷ the turn's wall time (share of one core)."""
 
 
 def decode_rate(tokens: int, first: float | None, last: float) -> float:
@@ -150,6 +152,23 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
+def bench_app(base: Any) -> Any:
+    """The app with an event set when a turn ends, so the bench need not poll for it."""
+    from agentworld_tui.ui import app as app_module
+
+    class StreamingBenchApp(base):  # type: ignore[misc]
+        CSS_PATH = Path(app_module.__file__).with_name("app.tcss")
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.turn_ended = asyncio.Event()
+
+        def on_domain_pane_turn_finished(self) -> None:  # as well as the app's own handler
+            self.turn_ended.set()
+
+    return StreamingBenchApp
+
+
 async def app_turn(app: Any, pilot: Any) -> Run:
     """One turn typed into the terminal tab, from a fresh session (so the same prompt)."""
     from agentworld_tui.world.session import new_session
@@ -160,12 +179,15 @@ async def app_turn(app: Any, pilot: Any) -> Run:
     pane.line.focus()
     await pilot.pause()
     pane.line.value = COMMAND
+    app.turn_ended.clear()
+    wall, cpu = time.perf_counter(), time.thread_time()
     await pilot.press("enter")
-    while pane.busy or not pane.session.turns:
-        await asyncio.sleep(0.05)
+    await app.turn_ended.wait()  # no polling: the main thread does only what the app does
+    share = (time.thread_time() - cpu) / (time.perf_counter() - wall)
     turn = pane.session.turns[-1]
     stats = turn.stats
-    return Run(int(stats["generated_tokens"]), float(stats["tokens_per_second"]), turn.reasoning)
+    tokens, rate = int(stats["generated_tokens"]), float(stats["tokens_per_second"])
+    return Run(tokens, rate, turn.reasoning, share)
 
 
 def prompt_tokens(app: Any) -> list[int]:
@@ -190,7 +212,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     settings.model.gpu_layers = args.gpu_layers
     gen = settings.generation
     gen.max_tokens, gen.seed = args.tokens, 1234
-    app = AgentWorldApp(settings, offer_models=False, offer_resume=False)
+    app = bench_app(AgentWorldApp)(settings, offer_models=False, offer_resume=False)
     variants = {"reasoning": [True], "answer": [False], "both": [True, False]}[args.variants]
     results: list[bool] = []
     async with app.run_test(size=(160, 50)) as pilot:
@@ -217,6 +239,7 @@ async def compare(
     counts: dict[str, set[int]] = {"app": set(), "loop": set()}
     over_loop: list[float] = []
     over_completion: list[float] = []
+    main_thread: list[float] = []
     for rep in range(args.reps):
         runs: dict[str, Run | None] = {}
         for side in ("app", "raw") if rep % 2 == 0 else ("raw", "app"):
@@ -231,6 +254,7 @@ async def compare(
         for key, run in runs.items():
             if run is not None:
                 rates[key].append(run.rate)
+        main_thread.append(100 * app_run.main_thread)
         counts["app"].add(app_run.tokens)
         counts["loop"].add(loop_run.tokens)
         over_loop.append(ratio(app_run.rate, loop_run.rate))
@@ -244,6 +268,7 @@ async def compare(
         if values:
             print(f"  {key:>10} tok/s   {summarize(values).show(1)}")
     print(f"  tokens per run: app {sorted(counts['app'])}, loop {sorted(counts['loop'])}")
+    print(f"  app's main thread, % of a core   {summarize(main_thread).show(2)}")
     loop_summary = summarize(over_loop)
     print(f"  app ÷ bare loop          {loop_summary.show()}")
     if over_completion:

@@ -25,6 +25,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"app tok/s +{MEDIAN}",
         rf"loop tok/s +{MEDIAN}",
         rf"app ÷ bare loop +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
+        rf"app's main thread, % of a core +{MEDIAN}",
         r"reasoning panel",
         r"terminal view",
     ],
