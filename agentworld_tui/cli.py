@@ -173,20 +173,28 @@ def cmd_app(args: argparse.Namespace) -> int:
     # collector would walk them several times for nothing (about 20 ms here, one full
     # pass among them). The app turns it back on once its tabs are built.
     gc.disable()
-    settings = settings_from_args(args)
-    from agentworld_tui.ui.app import AgentWorldApp
+    try:
+        settings = settings_from_args(args)
+        from agentworld_tui.ui.app import AgentWorldApp
 
-    session = Path(args.session).expanduser() if getattr(args, "session", None) else None
-    app = AgentWorldApp(settings, session_file=session)
-    app.run()
-    return app.return_code or 0
+        session = Path(args.session).expanduser() if getattr(args, "session", None) else None
+        app = AgentWorldApp(settings, session_file=session)
+        app.run()
+        return app.return_code or 0
+    finally:
+        gc.enable()  # if the app ended before its tabs were built
+
+
+def _asks_for_help(word: str) -> bool:
+    """``-h``, ``--help``, or an abbreviation of it that argparse accepts (``--he``)."""
+    return word == "-h" or (len(word) > 2 and "--help".startswith(word))
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     # A plain start (flags only) needs no sub-command: importing their modules and building
     # their parsers would cost the first frame about 7 ms.
-    flags_only = all(w.startswith("-") and w not in ("-h", "--help") for w in words)
+    flags_only = all(w.startswith("-") and not _asks_for_help(w) for w in words)
     parser = build_parser(commands=not flags_only)
     args = parser.parse_args(words)
     handler = getattr(args, "handler", None) or cmd_app

@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchapp import bench_app
 from figures import machine, summarize, verdict
 
 TARGET = 2.0
@@ -172,10 +173,10 @@ async def app_run(
         return bool(due)
 
     pane._frame_due = counted
+    app.turn_ended.clear()
     start = time.thread_time()
     engine.release.set()
-    while pane.busy:
-        await asyncio.sleep(0.01)
+    await app.turn_ended.wait()  # no polling: the main thread does only what the app does
     await pilot.pause()  # the screen update that shows the finished turn
     spent = time.thread_time() - start
     del pane._frame_due
@@ -222,10 +223,9 @@ async def one_run(
 
 async def measure(args: argparse.Namespace) -> bool:
     from agentworld_tui.config import Settings
-    from agentworld_tui.ui.app import AgentWorldApp
 
     engine = HeldTurnEngine()
-    app = AgentWorldApp(Settings(), engine=engine, offer_models=False, offer_resume=False)
+    app = bench_app()(Settings(), engine=engine, offer_models=False, offer_resume=False)
     results: list[bool] = []
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)

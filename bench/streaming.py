@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchapp import bench_app
 from figures import machine, summarize, verdict
 from models import random_model, smollm2
 
@@ -152,23 +153,6 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
-def bench_app(base: Any) -> Any:
-    """The app with an event set when a turn ends, so the bench need not poll for it."""
-    from agentworld_tui.ui import app as app_module
-
-    class StreamingBenchApp(base):  # type: ignore[misc]
-        CSS_PATH = Path(app_module.__file__).with_name("app.tcss")
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.turn_ended = asyncio.Event()
-
-        def on_domain_pane_turn_finished(self) -> None:  # as well as the app's own handler
-            self.turn_ended.set()
-
-    return StreamingBenchApp
-
-
 async def app_turn(app: Any, pilot: Any) -> Run:
     """One turn typed into the terminal tab, from a fresh session (so the same prompt)."""
     from agentworld_tui.world.session import new_session
@@ -202,7 +186,6 @@ def prompt_tokens(app: Any) -> list[int]:
 
 async def measure(model: Path, label: str, args: argparse.Namespace) -> list[bool]:
     from agentworld_tui.config import Settings, physical_cores
-    from agentworld_tui.ui.app import AgentWorldApp
 
     threads = args.threads or physical_cores()
     settings = Settings()
@@ -212,7 +195,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     settings.model.gpu_layers = args.gpu_layers
     gen = settings.generation
     gen.max_tokens, gen.seed = args.tokens, 1234
-    app = bench_app(AgentWorldApp)(settings, offer_models=False, offer_resume=False)
+    app = bench_app()(settings, offer_models=False, offer_resume=False)
     variants = {"reasoning": [True], "answer": [False], "both": [True, False]}[args.variants]
     results: list[bool] = []
     async with app.run_test(size=(160, 50)) as pilot:

@@ -195,6 +195,17 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
         assert gaps[-1] == base.MAX_FRAME_SECONDS
         gaps = [next_gap(tab, 0, 0.3) for _ in range(3)]  # idle
         assert gaps[-1] == base.FRAME_SECONDS
+        next_gap(tab, 0.02, 0.02)
+        assert tab._gap > base.FRAME_SECONDS
+        # A model on a server takes nothing from this machine: frames come at full pace.
+        from agentworld_tui.engines.remote import RemoteEngine
+
+        app.engine = RemoteEngine("http://127.0.0.1:9")
+        next_gap(tab, 0.02, 0.02)
+        tab._next_frame = 0.0
+        now = time.monotonic()
+        assert tab._frame_due()
+        assert tab._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
 
 
 async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> None:

@@ -188,11 +188,12 @@ def test_a_plain_start_leaves_the_sub_commands_out() -> None:
     assert "unrecognized arguments: --no-such-flag" in result.stderr
 
 
-def test_help_still_lists_every_sub_command(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("word", ["--help", "-h", "--he", "--h"])
+def test_help_still_lists_every_sub_command(word: str, capsys: pytest.CaptureFixture[str]) -> None:
     from agentworld_tui.cli import main
 
     with pytest.raises(SystemExit):
-        main(["--help"])
+        main([word])  # argparse takes any unambiguous start of --help
     shown = capsys.readouterr().out
     for command in ("predict", "export", "demo", "serve", "models", "doctor", "bench"):
         assert command in shown

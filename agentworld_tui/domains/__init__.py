@@ -25,6 +25,9 @@ class DomainRegistry(Mapping[str, Domain]):
             domain = self._loaded[name] = getattr(found, cls)()
         return domain
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._where  # without importing the domain
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
 

@@ -141,6 +141,8 @@ class EngineInfo:
     where: str
     """"CPU", "GPU 41/41 layers", or the server's address."""
     n_ctx: int
+    remote: bool = False
+    """The model runs on a server: nothing of this machine's decodes it."""
 
 
 ProgressCallback = Callable[[str], None]

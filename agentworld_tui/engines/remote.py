@@ -239,7 +239,9 @@ class RemoteEngine:
     # -- the protocol ------------------------------------------------------------------
     @property
     def info(self) -> EngineInfo:
-        return EngineInfo(self._model or "(server model)", self.where, self._context_size())
+        return EngineInfo(
+            self._model or "(server model)", self.where, self._context_size(), remote=True
+        )
 
     @property
     def loaded(self) -> bool:

@@ -274,9 +274,9 @@ class AgentWorldApp(App[int]):
             await tabs.get_pane(f"tab-{name}").mount(pane)
             self._pane_built(pane)
         self.tabs_ready.set()
-        collect_after_start()
         self._maybe_ready()
         self._open_start_session()
+        collect_after_start()  # after the start session replaced what start-up made
         if self.engine is None and self.offer_models and not self.settings.server.url:
             self.action_models()
 

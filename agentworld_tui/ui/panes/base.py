@@ -44,11 +44,12 @@ if TYPE_CHECKING:
 FRAME_SECONDS = 1 / 30
 MAX_FRAME_SECONDS = 1 / 4
 UI_SHARE = 0.01
-"""While tokens stream, every core may be decoding and whatever the app does comes out of
-the model's time: the gap between frames grows while the main thread used more than this
-share of one core since the last frame (everything it did: the frames, the screen updates
-they cause, the status line, timers) and shrinks while it used less, between FRAME_SECONDS
-and MAX_FRAME_SECONDS."""
+"""While a local model streams, every core may be decoding (and the engine thread needs the
+GIL between tokens), so whatever the app does comes out of the model's time: the gap
+between frames grows while the main thread used more than this share of one core since
+the last frame (everything it did: the frames, the screen updates they cause, the status
+line, timers) and shrinks while it used less, between FRAME_SECONDS and MAX_FRAME_SECONDS.
+A model on a server takes nothing from this machine: frames come every FRAME_SECONDS."""
 WAIT_SECONDS = 0.1
 """How often a pane looks for the first events of a turn (the prompt may take long)."""
 STATUS_SECONDS = 1.0
@@ -401,6 +402,10 @@ class DomainPane(Vertical):
         now = time.monotonic()
         if now < self._next_frame:
             return False
+        engine = self.awt_app.engine
+        if engine is not None and engine.info.remote:
+            self._next_frame = now + FRAME_SECONDS
+            return True
         cpu = time.thread_time()
         if self._last_frame is not None:
             wall, before = self._last_frame
