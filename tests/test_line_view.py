@@ -11,7 +11,7 @@ import random
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from agentworld_tui.ui.widgets.line_view import LineView
+from agentworld_tui.ui.widgets.line_view import THUMB, TRACK, LineView
 
 PIECES = ["a", "bc", " ", "  ", "word ", "longerword", "\n", "\n\n", "\t", "é", "字", " x" * 20]
 
@@ -68,3 +68,63 @@ async def test_truncating_blanks_the_rows_that_were_drawn() -> None:
         rows = shown(view)
         assert rows[0] == "first line"
         assert not any(rows[1:])
+
+
+def bar_column(view: LineView) -> str:
+    """The scrollbar column as drawn: ``#`` thumb, ``|`` track, ``.`` none."""
+    thumb, track = (next(iter(view._bar_cells(view.rich_style)[i])) for i in (THUMB, TRACK))
+    marks = {thumb.style: "#", track.style: "|"}
+    strips = view.render_lines(Region(0, 0, *view.outer_size))
+    return "".join(marks.get(list(strip)[-1].style, ".") for strip in strips)
+
+
+class OneView(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LineView(wrap=True, id="view")
+
+
+async def test_the_view_draws_its_scrollbar_in_its_last_column() -> None:
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        view.append("x" * 39)  # fills the text's columns: the bar's column stays apart
+        await pilot.pause()
+        assert view._rows == [(0, 0, 39)]
+        assert bar_column(view) == "." * 10  # everything fits: no bar
+        view.append("".join(f"\nline {i}" for i in range(29)))  # 30 lines in 10 rows
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y == 20  # following the end
+        assert bar_column(view) == "|" * 7 + "#" * 3  # a thumb a third of the bar
+        view.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        assert bar_column(view) == "#" * 3 + "|" * 7
+        view._exchange_repaint_regions()  # as the screen does when it draws
+        view.append("".join(f"\nmore {i}" for i in range(70)))  # grows out of view
+        # Only the bar's column is drawn again: the rows in view did not change.
+        assert set(view._exchange_repaint_regions()) == {Region(39, 0, 1, 10)}
+        assert view.scroll_y == 0
+        assert bar_column(view) == "#" + "|" * 9  # the thumb shrinks where it is
+
+
+async def test_clicking_and_dragging_the_scrollbar_scrolls() -> None:
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        view.append("\n".join(f"line {i}" for i in range(100)))
+        await pilot.pause()
+        assert view.scroll_y == 90 and view.follow
+        await pilot.click(view, offset=(39, 0))  # the top of the bar
+        assert view.scroll_y == 0
+        await pilot.click(view, offset=(20, 9))  # text, not the bar: nothing moves
+        assert view.scroll_y == 0
+        await pilot.mouse_down(view, offset=(39, 0))
+        await pilot.hover(view, offset=(39, 5))  # dragged half way
+        await pilot.mouse_up(view, offset=(39, 5))
+        assert view.scroll_y == 50
+        view.append("\nline 100")
+        await pilot.pause()
+        assert view.scroll_y == 50  # scrolled up: the end is not followed
+        await pilot.click(view, offset=(39, 9))  # the bottom: follows the end again
+        view.append("\nline 101")
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y == 92

@@ -357,15 +357,16 @@ class DomainPane(Vertical):
         answer: list[AnswerDelta] = []
         finished: Finished | None = None
         phase = self.status.phase
+        generated = 0  # the counts are the last delta's (a frame gathers hundreds)
         while self._events:
             event = self._events.popleft()
             if isinstance(event, ReasoningDelta):
                 reasoning.append(event.text)
-                self._count(event.generated)
+                generated = event.generated
                 self.status.reasoning_tokens = event.reasoning_tokens
                 self.status.phase = "reasoning"
             elif isinstance(event, AnswerDelta):
-                self._count(event.generated)
+                generated = event.generated
                 self.status.phase = "answering"
                 if event.reset:
                     self._apply_answers(answer)
@@ -384,6 +385,8 @@ class DomainPane(Vertical):
                     )
             elif isinstance(event, Finished):
                 finished = event
+        if generated:
+            self._count(generated)
         if reasoning:
             self.reasoning.view.append(self._reasoning_clean.feed("".join(reasoning)))
         self._apply_answers(answer)

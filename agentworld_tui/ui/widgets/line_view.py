@@ -4,6 +4,12 @@ Used for the simulated screens and the reasoning panel: text is appended as it s
 (only the changed line is touched), a finished block can be replaced by its highlighted
 form, and a 100k-line answer or a 1 MB line costs no more than the rows being shown.
 Lines are Rich ``Text`` built from plain strings: model output is never parsed as markup.
+
+The view draws its own vertical scrollbar in its last column, into the rows it caches:
+Textual's scrollbar is a widget of its own that renders every row again whenever the view
+scrolls (every frame while text streams in at the end), which cost as much as the rows of
+text themselves. The column is always there, so a bar that appears never changes the width
+text wraps at. Drag or click it to scroll.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
@@ -19,6 +26,9 @@ from textual.strip import Strip
 
 MAX_LINE_CHARS = 5_000
 """Longer lines are shown cut, with a note of how much is hidden."""
+
+NO_BAR, TRACK, THUMB = 0, 1, 2
+"""What a row shows in the scrollbar column: nothing (everything fits), track, thumb."""
 
 
 def _wrap_offsets(text: str, width: int) -> list[tuple[int, int]]:
@@ -43,7 +53,7 @@ class LineView(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     LineView {
         background: $surface;
-        scrollbar-size-vertical: 1;
+        overflow-y: hidden;  /* Textual's bar: the view draws its own (see the module's doc) */
     }
     """
 
@@ -72,11 +82,22 @@ class LineView(ScrollView, can_focus=True):
         self._width = 0
         self._wrap_width = 0
         self._cache: LRUCache[tuple[int, int, int, int, int, int], Strip] = LRUCache(2048)
+        """Rows of text, by line, its version, the row's span, scroll offset and width."""
+        self._bar_cache: LRUCache[tuple[int, int, int, int, int, int, int, int], Strip]
+        self._bar_cache = LRUCache(256)
+        """The rows as shown (with the offsets that mouse events read, and the scrollbar
+        column), by the same key, the column's state and the row's place in the text."""
         self._base_style: Style | None = None
         """The widget's own style, looked up once per style change rather than per row."""
+        self._bar_strips: tuple[Strip, Strip, Strip] | None = None
+        """The scrollbar column's cell for NO_BAR, TRACK and THUMB rows."""
         self._drawn_rows = 0
-        self._pass: tuple[int, int, int] | None = None
         """Rows the content covered at the last layout (what a shorter text must blank)."""
+        self._bar_drawn: tuple[int, int] = (0, 0)
+        """The thumb's rows at the last screen update."""
+        self._pass: tuple[int, int, int, int, int] | None = None
+        """One screen update's scroll offset, text width and thumb rows."""
+        self._dragging = False
 
     # -- content ------------------------------------------------------------------------
     @property
@@ -156,34 +177,32 @@ class LineView(ScrollView, can_focus=True):
         if follow is None:
             follow = self.follow and self.is_vertical_scroll_end
         if self.wrap:
-            width = max(1, self._wrap_width or self.scrollable_content_region.width or 80)
+            width = self._wrap_width or self._text_width() or 80
             changed = self._rewrap(first, width, grown)
             drawn = len(self._rows)
             rows = drawn - 1 if drawn > 1 and not self._lines[-1].plain else drawn
-            size = Size(width, rows)
+            size = Size(width + 1, rows)
         else:
             for line in self._lines[first:]:
                 self._width = max(self._width, self._line_cells(line))
             changed = first
             drawn = len(self._lines)
-            size = Size(self._width, self.line_count)
+            size = Size(self._width + 1, self.line_count)  # + the scrollbar column
         # Rows from the first changed one down to the end of the old or the new content.
         end = max(drawn, self._drawn_rows)
         self._drawn_rows = drawn
         if size != self.virtual_size:
             self._set_virtual_size(size)
-            content_width = self.scrollable_content_region.width
-            if self.wrap and content_width and content_width != size.width:
-                # A scrollbar came or went: wrap everything again at the new width.
-                self._wrap_all(content_width, follow)
-                return
         if follow and self.max_scroll_y > self.scroll_y:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
-        else:
-            top = max(changed, int(self.scroll_y))
-            bottom = min(end, int(self.scroll_y) + self.scrollable_content_region.height)
-            if top < bottom:
-                self.refresh_lines(top, bottom - top)
+            return
+        top = max(changed, int(self.scroll_y))
+        bottom = min(end, int(self.scroll_y) + self.scrollable_content_region.height)
+        if top < bottom:
+            self.refresh_lines(top, bottom - top)
+        if self._thumb() != self._bar_drawn:  # the text grew or shrank out of view
+            height = self.scrollable_content_region.height
+            self.refresh(Region(self.scrollable_content_region.width - 1, 0, 1, height))
 
     def _rewrap(self, first: int, width: int, grown: bool) -> int:
         """Wrap lines from ``first`` on; returns the first visual row that changed."""
@@ -211,13 +230,17 @@ class LineView(ScrollView, can_focus=True):
                 self._rows.append((index, start, end))
         return row
 
+    def _text_width(self) -> int:
+        """Columns for text: the view's width less the scrollbar column."""
+        return max(1, self.scrollable_content_region.width - 1)
+
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size without a screen layout (which the reactive would ask
-        for); only a scrollbar that appears or goes changes the view's layout."""
-        bars = (self.show_horizontal_scrollbar, self.show_vertical_scrollbar)
+        for); only a horizontal scrollbar that appears or goes changes the view's layout."""
+        shown = self.show_horizontal_scrollbar
         self.set_reactive(LineView.virtual_size, size)
         self._scroll_update(size)
-        if (self.show_horizontal_scrollbar, self.show_vertical_scrollbar) != bars:
+        if self.show_horizontal_scrollbar != shown:
             self.refresh(layout=True)
 
     def _display_plain(self, line: Text) -> str:
@@ -229,8 +252,8 @@ class LineView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         if self.wrap:
-            width = self.scrollable_content_region.width
-            if width and width != self._wrap_width:
+            width = self._text_width()
+            if width != self._wrap_width:
                 self._wrap_all(width, self.follow and self.is_vertical_scroll_end)
 
     def _wrap_all(self, width: int, follow: bool) -> None:
@@ -244,10 +267,78 @@ class LineView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._base_style = None
+        self._bar_strips = None
+        self.forget_rows()
+
+    def forget_rows(self) -> None:
+        """Draw every row again (a subclass that styles rows has changed how)."""
         self._cache.clear()
+        self._bar_cache.clear()
 
     def on_mouse_scroll_up(self) -> None:
         self.follow = False
+
+    @property
+    def allow_vertical_scroll(self) -> bool:
+        """Textual's own bar is off (overflow-y: hidden), but the view scrolls once it has
+        a size, as it would with that bar."""
+        return (
+            self.is_scrollable
+            and bool(self.container_size)
+            and self.max_scroll_y > 0
+            and not self._check_disabled()
+        )
+
+    # -- the scrollbar column -------------------------------------------------------------
+    def _thumb(self) -> tuple[int, int]:
+        """The thumb's first row and the row after its last; (0, 0) when the text fits."""
+        height = self.scrollable_content_region.height
+        total = self.virtual_size.height
+        if height <= 0 or total <= height:
+            return (0, 0)
+        size = max(1, round(height * height / total))
+        top = round((height - size) * min(1.0, self.scroll_y / self.max_scroll_y))
+        return (top, top + size)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if event.button != 1 or self._thumb() == (0, 0):
+            return
+        if event.x != self.scrollable_content_region.width - 1:
+            return
+        event.stop()
+        self._dragging = True
+        self.capture_mouse()
+        self._drag_to(event.y)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._dragging:
+            self._drag_to(event.y)
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._dragging:
+            self._dragging = False
+            self.release_mouse()
+
+    def _drag_to(self, y: int) -> None:
+        """Scroll so that row ``y`` of the bar is where the thumb is."""
+        height = self.scrollable_content_region.height
+        share = min(1.0, max(0.0, y / max(1, height - 1)))
+        self.follow = share >= 1.0
+        self.scroll_to(y=round(share * self.max_scroll_y), animate=False, immediate=True)
+
+    def _bar_cells(self, base: Style) -> tuple[Strip, Strip, Strip]:
+        """One cell of the column for each state, in the theme's scrollbar colours."""
+        if self._bar_strips is None:
+            styles = self.styles
+            _, background = self.background_colors
+            track = background + styles.scrollbar_background
+            thumb = track + styles.scrollbar_color
+            self._bar_strips = (
+                Strip([Segment(" ", base)], 1),
+                Strip([Segment(" ", Style(bgcolor=track.rich_color))], 1),
+                Strip([Segment(" ", Style(bgcolor=thumb.rich_color))], 1),
+            )
+        return self._bar_strips
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -255,38 +346,72 @@ class LineView(ScrollView, can_focus=True):
             self.follow = True
 
     # -- rendering ----------------------------------------------------------------------
+    def _geometry(self) -> tuple[int, int, int, int, int]:
+        scroll_x, scroll_y = self.scroll_offset
+        return (scroll_x, scroll_y, self._text_width(), *self._thumb())
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        """One screen update: the scroll offset and width are looked up once, not per row."""
-        self._pass = (*self.scroll_offset, self.scrollable_content_region.width)
+        """One screen update: the scroll offset, width and thumb are looked up once, not
+        per row. The rows come from the view's own caches; Textual's styling pass (which
+        builds every row again after a scroll) runs only for a border, padding or an effect
+        the rows do not have."""
+        self._pass = self._geometry()
+        self._bar_drawn = self._pass[3:]
         try:
-            return super().render_lines(crop)
+            if not self._plain():
+                return super().render_lines(crop)
+            filters = self.get_line_filters()
+            _, background = self.background_colors
+            strips = []
+            for y in crop.line_range:
+                strip = self.render_line(y)
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                strips.append(strip)
+            if crop.column_span != (0, self.size.width):
+                strips = [strip.crop(*crop.column_span) for strip in strips]
+            return strips
         finally:
             self._pass = None
 
+    def _plain(self) -> bool:
+        """Whether the rows are drawn as they are: no border, outline, padding, tint,
+        hatch or opacity."""
+        styles = self.styles
+        return (
+            not any(edge for edge, _ in styles.border)
+            and not any(edge for edge, _ in styles.outline)
+            and not any(styles.padding)
+            and not styles.tint.a
+            and self.opacity == 1.0
+            and styles.text_opacity == 1.0
+            and (not styles.has_rule("hatch") or styles.hatch == "none")
+        )
+
     def render_line(self, y: int) -> Strip:
-        if self._pass is not None:
-            scroll_x, scroll_y, width = self._pass
-        else:
-            scroll_x, scroll_y = self.scroll_offset
-            width = self.scrollable_content_region.width
+        scroll_x, scroll_y, width, thumb_top, thumb_end = self._pass or self._geometry()
+        bar = NO_BAR if thumb_top == thumb_end else THUMB if thumb_top <= y < thumb_end else TRACK
         row = scroll_y + y
         base = self._base_style
         if base is None:
             base = self._base_style = self.rich_style
         if self.wrap:
-            if row >= len(self._rows):
-                return Strip.blank(width, base)
-            index, start, end = self._rows[row]
+            index, start, end = self._rows[row] if row < len(self._rows) else (-1, 0, 0)
         else:
-            if row >= len(self._lines):
-                return Strip.blank(width, base)
-            index, start, end = row, 0, -1
-        key = (index, self._versions[index], start, end, scroll_x, width)
-        strip = self._cache.get(key)
+            index, start, end = (row, 0, -1) if row < len(self._lines) else (-1, 0, 0)
+        key = (index, self._versions[index] if index >= 0 else -1, start, end, scroll_x, width)
+        text = self._cache.get(key)
+        if text is None:
+            if index < 0:
+                text = Strip.blank(width, base)
+            else:
+                text = self._render_row(index, start, end, scroll_x, width, base)
+            self._cache[key] = text
+        strip = self._bar_cache.get((*key, bar, row))
         if strip is None:
-            strip = self._render_row(index, start, end, scroll_x, width, base)
-            self._cache[key] = strip
-        return strip.apply_offsets(scroll_x, row)
+            shown = [text.apply_offsets(scroll_x, row), self._bar_cells(base)[bar]]
+            strip = self._bar_cache[*key, bar, row] = Strip.join(shown)
+        return strip
 
     def _render_row(
         self, index: int, start: int, end: int, scroll_x: int, width: int, base: Style

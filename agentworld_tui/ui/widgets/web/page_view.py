@@ -38,7 +38,7 @@ class PageView(LineView):
         self.element_lines = lines
         if self.cursor not in lines:
             self.cursor = None
-        self._cache.clear()
+        self.forget_rows()
         self.refresh()
 
     def _move(self, step: int) -> None:
