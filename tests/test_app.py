@@ -208,6 +208,26 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
         assert tab._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
 
 
+async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> None:
+    """A frame that brings new counts updates the status line itself: both go to the screen
+    in one update, instead of the status line waiting for a message and a screen update of
+    its own after the frame's."""
+    from agentworld_tui.engines.base import ReasoningDelta
+    from agentworld_tui.ui.widgets.status_bar import StatusBar
+
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        tab = pane(app)
+        status = app.query_one(StatusBar)
+        tab._events.extend([ReasoningDelta("thinking ", 1, 1), ReasoningDelta("on", 4321, 4321)])
+        tab._next_frame = 0.0  # due now
+        tab._drain()
+        assert tab.reasoning.view.text == "thinking on"
+        shown = str(status.content)  # before any message is handled
+        assert "4,321 tok" in shown and "reasoning 4,321" in shown
+
+
 async def test_retry_after_a_finished_turn_completes_again(ls_model: Path) -> None:
     app = make_app(ls_model)
     async with app.run_test(size=(120, 36)) as pilot:

@@ -610,6 +610,12 @@ class AgentWorldApp(App[int]):
         if event.pane is self.active_pane:
             self._show_status()
 
+    def show_counters(self, pane: DomainPane) -> None:
+        """A pane's live counters changed during a frame it draws: the status line joins
+        that frame's screen update (a message would arrive after it, costing one more)."""
+        if pane is self.active_pane:
+            self._show_status()
+
     def on_tabbed_content_tab_activated(self) -> None:
         self._show_status()
         self.call_after_refresh(self._focus_editor)

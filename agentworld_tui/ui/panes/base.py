@@ -397,6 +397,9 @@ class DomainPane(Vertical):
             # written when the turn ends (an update at the panel's top while its bottom
             # grows would have the screen repaint the whole panel between them).
             return
+        if finished is None:
+            self.awt_app.show_counters(self)  # drawn with this frame, not in one of its own
+            return
         self.post_message(self.StatusChanged(self))
 
     def _frame_due(self) -> bool:
