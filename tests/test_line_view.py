@@ -7,6 +7,7 @@ these tests hold that shortcut to the long way round on random streams.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.geometry import Region
@@ -128,3 +129,51 @@ async def test_clicking_and_dragging_the_scrollbar_scrolls() -> None:
         view.append("\nline 101")
         await pilot.pause()
         assert view.scroll_y == view.max_scroll_y == 92
+
+
+async def test_a_drag_ends_when_the_mouse_is_taken_away() -> None:
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        view.append("\n".join(f"line {i}" for i in range(100)))
+        await pilot.pause()
+        await pilot.mouse_down(view, offset=(39, 0))
+        assert view._dragging and view.scroll_y == 0
+        app.capture_mouse(None)  # as a screen pushed over the view does, with no mouse up
+        await pilot.pause()
+        await pilot.hover(view, offset=(39, 8))
+        assert not view._dragging and view.scroll_y == 0
+
+
+class OnePage(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.picked: list[int] = []
+
+    def compose(self) -> ComposeResult:
+        from agentworld_tui.ui.widgets.web.page_view import PageView
+
+        yield PageView(id="page")
+
+    def on_page_view_picked(self, message: Any) -> None:
+        self.picked.append(message.line)
+
+
+async def test_the_page_view_s_scrollbar_is_not_an_element() -> None:
+    from agentworld_tui.ui.widgets.web.page_view import PageView
+
+    app = OnePage()
+    async with app.run_test(size=(30, 10)) as pilot:
+        view = app.query_one(PageView)
+        view.append("\n".join(f"[{i}] button 'b{i}'" for i in range(40)))
+        view.set_elements(list(range(6)))
+        view.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        await pilot.click(view, offset=(29, 0))  # the bar, over element row 0
+        assert app.picked == [] and view.cursor is None
+        await pilot.click(view, offset=(3, 2))
+        assert app.picked == [2] and view.cursor == 2
+        # The cursor row is drawn reversed, its scrollbar cell is not.
+        segments = list(view.render_lines(Region(0, 2, 30, 1))[0])
+        assert segments[0].style is not None and segments[0].style.reverse
+        assert segments[-1].style is not None and not segments[-1].style.reverse

@@ -297,13 +297,14 @@ class LineView(ScrollView, can_focus=True):
         if height <= 0 or total <= height:
             return (0, 0)
         size = max(1, round(height * height / total))
-        top = round((height - size) * min(1.0, self.scroll_y / self.max_scroll_y))
+        # The rows are drawn at the whole-row offset (scroll_y is fractional mid-animation).
+        top = round((height - size) * min(1.0, self.scroll_offset.y / self.max_scroll_y))
         return (top, top + size)
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
         if event.button != 1 or self._thumb() == (0, 0):
             return
-        if event.x != self.scrollable_content_region.width - 1:
+        if not self.is_bar_column(event.x):
             return
         event.stop()
         self._dragging = True
@@ -318,6 +319,18 @@ class LineView(ScrollView, can_focus=True):
         if self._dragging:
             self._dragging = False
             self.release_mouse()
+
+    def on_mouse_release(self, event: events.MouseRelease) -> None:
+        self._dragging = False  # the capture was taken away (a screen pushed, say)
+
+    def on_hide(self) -> None:
+        if self._dragging:
+            self._dragging = False
+            self.release_mouse()
+
+    def is_bar_column(self, x: int) -> bool:
+        """Whether column ``x`` of the view is its scrollbar's."""
+        return x >= self._text_width()
 
     def _drag_to(self, y: int) -> None:
         """Scroll so that row ``y`` of the bar is where the thumb is."""

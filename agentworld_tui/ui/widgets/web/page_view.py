@@ -75,7 +75,7 @@ class PageView(LineView):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is None or self.wrap:
+        if offset is None or self.wrap or self.is_bar_column(offset.x):
             return
         line = self.scroll_offset.y + offset.y
         if line in self.element_lines:
@@ -86,5 +86,6 @@ class PageView(LineView):
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
         if self.cursor is not None and self.scroll_offset.y + y == self.cursor:
-            return strip.apply_style(_CURSOR)
+            width = self._text_width()  # the scrollbar's cell keeps its colour
+            return Strip.join([strip.crop(0, width).apply_style(_CURSOR), strip.crop(width)])
         return strip
