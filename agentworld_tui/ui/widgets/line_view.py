@@ -177,7 +177,7 @@ class LineView(ScrollView, can_focus=True):
         if follow is None:
             follow = self.follow and self.is_vertical_scroll_end
         if self.wrap:
-            width = self._wrap_width or self._text_width() or 80
+            width = self._wrap_width or self._text_width()
             changed = self._rewrap(first, width, grown)
             drawn = len(self._rows)
             rows = drawn - 1 if drawn > 1 and not self._lines[-1].plain else drawn
@@ -202,7 +202,7 @@ class LineView(ScrollView, can_focus=True):
             self.refresh_lines(top, bottom - top)
         if self._thumb() != self._bar_drawn:  # the text grew or shrank out of view
             height = self.scrollable_content_region.height
-            self.refresh(Region(self.scrollable_content_region.width - 1, 0, 1, height))
+            self.refresh(Region(self._text_width(), 0, 1, height))
 
     def _rewrap(self, first: int, width: int, grown: bool) -> int:
         """Wrap lines from ``first`` on; returns the first visual row that changed."""
