@@ -271,7 +271,11 @@ class AgentWorldApp(App[int]):
             if name in self._panes:
                 continue
             pane = self._new_pane(name)
-            await tabs.get_pane(f"tab-{name}").mount(pane)
+            try:
+                tab = tabs.get_pane(f"tab-{name}")
+            except NoMatches:  # the app is closing before its tabs were all built
+                return
+            await tab.mount(pane)
             self._pane_built(pane)
         self.tabs_ready.set()
         self._maybe_ready()
