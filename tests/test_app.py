@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from agentworld_tui.config import Settings
@@ -341,6 +342,56 @@ async def test_garbage_collection_is_back_on_once_the_tabs_are_built() -> None:
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def uncovered_cells(container: Widget) -> set[tuple[int, int]]:
+    """The cells of a container that none of its displayed children covers."""
+    region = container.region
+    cells = {(x, y) for x in range(region.x, region.right) for y in range(region.y, region.bottom)}
+    for child in container.children:
+        if child.display:
+            box = child.region
+            cells -= {(x, y) for x in range(box.x, box.right) for y in range(box.y, box.bottom)}
+    return cells
+
+
+async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:
+    """The containers marked ``backdrop`` (app.tcss) are hidden, so a screen update does
+    not paint them, and their children are shown; so that no stale cell can show through,
+    their displayed children cover them, in every tab, with the reasoning panel shown or
+    folded, at a narrow and a wide size."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        checked = 0
+        for size in ((120, 36), (70, 24)):
+            await pilot.resize_terminal(*size)
+            for name in DOMAINS:
+                app.tabs().active = f"tab-{name}"
+                for folded in (False, True):
+                    app.active_pane.reasoning.display = not folded
+                    await pilot.pause()
+                    shown = [
+                        w
+                        for w in app.screen.query(".backdrop")
+                        if all(a.display for a in w.ancestors_with_self)  # not another tab's
+                    ]
+                    assert app.active_pane in shown
+                    for container in shown:
+                        assert not container.visible
+                        for child in container.children:
+                            assert child.visible != child.has_class("backdrop")
+                    # A hidden container has no region of its own: shown for a moment (the
+                    # layout is the same), each must be covered by its children.
+                    for container in shown:
+                        container.styles.visibility = "visible"
+                    await pilot.pause()
+                    for container in shown:
+                        assert container.region.area > 0
+                        assert not uncovered_cells(container), (name, container, size)
+                        container.styles.clear_rule("visibility")
+                        checked += 1
+        assert checked > 8 * len(DOMAINS)
 
 
 async def test_a_turn_sent_before_every_tab_is_built_is_refused_and_kept(

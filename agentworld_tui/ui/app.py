@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, Footer, TabbedContent, TabPane
 
 from agentworld_tui.config import Settings, settings_path
 from agentworld_tui.domains import DOMAINS
@@ -227,13 +228,16 @@ class AgentWorldApp(App[int]):
     # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         # Only the first tab is built before the first frame; the rest follow right after it.
-        with TabbedContent(id="tabs"):
+        with TabbedContent(id="tabs", classes="backdrop"):
             for name in DOMAINS:
-                with TabPane(tab_label(DOMAINS.title(name), busy=False), id=f"tab-{name}"):
+                with TabPane(
+                    tab_label(DOMAINS.title(name), busy=False), id=f"tab-{name}", classes="backdrop"
+                ):
                     if name == FIRST_TAB:
                         yield self._new_pane(name)
-        yield StatusBar(id="status")
-        yield Footer()
+        with Vertical(id="bottom", classes="backdrop"):  # an update above never paints it
+            yield StatusBar(id="status")
+            yield Footer()
 
     def _new_pane(self, name: str) -> DomainPane:
         return pane_class(name)(DOMAINS[name], first_scenario(name), id=f"pane-{name}")
@@ -247,6 +251,7 @@ class AgentWorldApp(App[int]):
             self.model_status.phase = ""
         else:
             self.queue.load(self._load_progress, self._load_done)
+        self.tabs().query_one(ContentSwitcher).add_class("backdrop")  # see app.tcss
         self._pane_built(self.query_one(DomainPane))
         self._show_status()
         self.call_after_refresh(self._focus_editor)

@@ -52,7 +52,7 @@ class AndroidPane(DomainPane):
     replaces_view = True
 
     def compose_screen(self) -> ComposeResult:
-        with Horizontal(id="device"):
+        with Horizontal(id="device", classes="backdrop"):
             yield WireframeView(id="wireframe")
             yield LineView(id="screen")
 

@@ -7,6 +7,7 @@ how the action is edited and how an observation is shown.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from dataclasses import replace
@@ -16,7 +17,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import Static
 
 from agentworld_tui.engines.base import (
@@ -87,7 +87,7 @@ class DomainPane(Vertical):
     adding to it (a terminal)."""
 
     def __init__(self, domain: Domain, scenario: Scenario, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+        super().__init__(id=id, classes="backdrop")  # see app.tcss
         self.domain = domain
         self.session, self.problems = new_session(domain, scenario)
         self.job: TurnJob | None = None
@@ -95,7 +95,7 @@ class DomainPane(Vertical):
         """This tab's own thinking switch; None follows the settings."""
         self.status = StatusInfo()
         self._events: deque[EngineEvent] = deque()
-        self._timer: Timer | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._turn_start: dict[int, int] = {}
         self._taken_line: dict[int, Text | None] = {}
         self._answer_started = False
@@ -112,8 +112,8 @@ class DomainPane(Vertical):
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="scenario-line")
-        with Horizontal(id="pane-body"):
-            with Vertical(id="main"):
+        with Horizontal(id="pane-body", classes="backdrop"):
+            with Vertical(id="main", classes="backdrop"):
                 yield from self.compose_screen()
                 yield from self.compose_editor()
                 yield Static(id="action-error", classes="action-error hidden")
@@ -147,7 +147,7 @@ class DomainPane(Vertical):
 
     def on_unmount(self) -> None:
         if self._timer is not None:
-            self._timer.stop()
+            self._timer.cancel()
 
     @property
     def busy(self) -> bool:
@@ -339,10 +339,20 @@ class DomainPane(Vertical):
     # -- events from the engine thread ----------------------------------------------------
     def _schedule_frame(self) -> None:
         """Wake for the next frame when it is due, not on every tick of a fixed clock (a
-        Textual timer tick costs as much as a small frame)."""
+        tick costs as much as a small frame). The wake-up is the event loop's own timer: a
+        Textual timer is a task of its own, started anew for each frame."""
         if self._timer is None:
-            wait = self._next_frame - time.monotonic() if self._events else WAIT_SECONDS
-            self._timer = self.set_timer(max(FRAME_SECONDS, wait), self._frame_timer)
+            now = time.monotonic()
+            # A frame just drawn took every event: wake when the next one is due, not
+            # sooner; before the first, look every WAIT_SECONDS.
+            due = self._events or self._next_frame > now
+            wait = self._next_frame - now if due else WAIT_SECONDS
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(max(FRAME_SECONDS, wait), self._wake)
+
+    def _wake(self) -> None:
+        # Through the pane's queue, so an error in a frame ends the app as a handler's does.
+        self.call_next(self._frame_timer)
 
     def _frame_timer(self) -> None:
         self._timer = None
@@ -473,7 +483,7 @@ class DomainPane(Vertical):
         turn = job.turn
         self.job = None
         if self._timer is not None:
-            self._timer.stop()
+            self._timer.cancel()
             self._timer = None
         view = self.screen_view
         if self.replaces_view and turn.observation:

@@ -71,7 +71,7 @@ class TerminalPane(DomainPane):
 
     def compose_editor(self) -> ComposeResult:
         yield Static(id="queued", classes="hidden")
-        with Horizontal(id="prompt-row"):
+        with Horizontal(id="prompt-row", classes="backdrop"):
             yield Label("⟩")
             yield KeystrokeInput(placeholder="type a command, Enter to run", id="keystrokes")
 

@@ -55,7 +55,7 @@ class ToolCallPane(DomainPane):
     domain: Any  # a ToolDomain; typed loosely so subclasses may narrow it
 
     def compose_editor(self) -> ComposeResult:
-        with Horizontal(id="call-row"):
+        with Horizontal(id="call-row", classes="backdrop"):
             yield ToolList(id="tools")
             with Vertical(id="call"):
                 with Horizontal(id="name-row"):
