@@ -12,7 +12,7 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from agentworld_tui.ui.widgets.line_view import THUMB, TRACK, LineView
+from agentworld_tui.ui.widgets.line_view import MAX_LINE_CHARS, THUMB, TRACK, LineView
 
 PIECES = ["a", "bc", " ", "  ", "word ", "longerword", "\n", "\n\n", "\t", "é", "字", " x" * 20]
 
@@ -55,6 +55,48 @@ async def test_streamed_text_wraps_and_draws_as_the_whole_text() -> None:
                     whole.max_scroll_y,
                 ), (case, pieces)
                 assert shown(streamed) == shown(whole), (case, pieces)
+
+
+class DrawnViews(App[None]):
+    """Pairs of views: one drawn after every append, one only at the end."""
+
+    CSS = "LineView { height: 8; }"
+
+    def compose(self) -> ComposeResult:
+        for wrap in (True, False):
+            for cut in (MAX_LINE_CHARS, 30):  # 30: lines cut short with a count of the rest
+                for side in ("drawn", "end"):
+                    yield LineView(wrap=wrap, max_line_chars=cut, id=f"{side}-{wrap}-{cut}")
+
+
+def cells(view: LineView) -> list[list[tuple[str, object]]]:
+    """What the view shows, cell by cell with each cell's style."""
+    strips = view.render_lines(Region(0, 0, *view.outer_size))
+    return [[(char, seg.style) for seg in strip for char in seg.text] for strip in strips]
+
+
+async def test_rows_drawn_while_text_streams_are_redrawn_when_they_change() -> None:
+    """Rows are cached as drawn; every append between draws must leave no stale row,
+    styled text, tabs and lines cut short included."""
+    app = DrawnViews()
+    styles = ["", "", "bold", "red"]
+    async with app.run_test(size=(60, 64)) as pilot:
+        rng = random.Random(11)
+        pairs = [
+            (app.query_one(f"#drawn-{k}", LineView), app.query_one(f"#end-{k}", LineView))
+            for k in (f"{wrap}-{cut}" for wrap in (True, False) for cut in (MAX_LINE_CHARS, 30))
+        ]
+        for case in range(25):
+            pieces = [(rng.choice(PIECES), rng.choice(styles)) for _ in range(rng.randint(1, 30))]
+            for drawn, end in pairs:
+                drawn.clear()
+                end.clear()
+                for piece, style in pieces:
+                    drawn.append(piece, style)
+                    cells(drawn)  # fills the row caches at every step
+                    end.append(piece, style)
+                await pilot.pause()
+                assert cells(drawn) == cells(end), (drawn.id, case, pieces)
 
 
 async def test_truncating_blanks_the_rows_that_were_drawn() -> None:

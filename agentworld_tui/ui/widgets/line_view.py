@@ -135,15 +135,20 @@ class LineView(ScrollView, can_focus=True):
             return
         first = len(self._lines) - 1
         parts = text.split("\n")
-        self._lines[-1].append(parts[0], style)
-        self._versions[-1] = self._next()
+        grown = self._lines[first]
+        grown.append(parts[0], style)
+        # Only the end of the first line changed (its earlier tabs are expanded already):
+        # its earlier rows stay as they were, and so do their drawn forms (a row's cache
+        # key holds its start and end), unless the line is drawn whole (no wrapping) or
+        # cut short with a count of what is hidden.
+        if not self.wrap or len(grown.plain) > self.max_line_chars:
+            self._versions[first] = self._next()
         for part in parts[1:]:
             self._lines.append(Text(part, style=style))
             self._versions.append(self._next())
         if "\t" in text:
             for index in range(first, len(self._lines)):
                 self._lines[index].expand_tabs(8)
-        # Only the end of the first line changed: its earlier rows stay as they were.
         self._relayout(first, grown="\t" not in parts[0])
 
     def append_lines(self, lines: list[Text]) -> None:
@@ -434,18 +439,21 @@ class LineView(ScrollView, can_focus=True):
             hidden = len(line.plain) - self.max_line_chars
             line = line[: self.max_line_chars]
             line.append(f" … [{hidden:,} more characters]", "dim italic")
+        stop: int | None = None
         if end >= 0:
-            line = line[start:end]
+            stop = end
         elif scroll_x:
-            line = line[scroll_x : scroll_x + width + 4]
-            scroll_x = 0
+            start, stop, scroll_x = scroll_x, scroll_x + width + 4, 0
         # Text.render leaves out the line's own style (console.render would add it).
         own = self.app.console.get_style(line.style, default="") if line.style else None
         style = base + own if own else base
-        segments = [
-            Segment(seg.text, style + seg.style if seg.style else style)
-            for seg in line.render(self.app.console)
-            if seg.text != "\n"
-        ]
+        if line.spans:
+            segments = [
+                Segment(seg.text, style + seg.style if seg.style else style)
+                for seg in line[start:stop].render(self.app.console)
+                if seg.text != "\n"
+            ]
+        else:  # one style (text as it streams): rich's slicing and spans are not needed
+            segments = [Segment(line.plain[start:stop], style)]
         strip = Strip(segments)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
