@@ -11,26 +11,37 @@ from agentworld_tui.ui.widgets.line_view import LineView
 
 
 class ReasoningPanel(Vertical):
+    """The panel takes its place in the pane but paints nothing itself (``backdrop``, see
+    app.tcss): its bordered frame does. A screen update paints every widget whose
+    container's area it touches, so a bordered panel as tall as the pane was painted again
+    for every frame of the screen beside it; the frame's container is the panel alone."""
+
     DEFAULT_CSS = """
     ReasoningPanel {
         width: 40%;
         min-width: 30;
+    }
+    ReasoningPanel > #reasoning-frame {
         border-left: solid $primary-darken-2;
     }
-    ReasoningPanel > #reasoning-title {
+    ReasoningPanel #reasoning-title {
         height: 1;
         background: $boost;
         padding: 0 1;
         text-style: bold;
     }
-    ReasoningPanel > LineView {
+    ReasoningPanel LineView {
         color: $text-muted;
     }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="backdrop")
+
     def compose(self) -> ComposeResult:
-        yield Static(Text("Reasoning"), id="reasoning-title")
-        yield LineView(wrap=True, id="reasoning-view")
+        with Vertical(id="reasoning-frame"):
+            yield Static(Text("Reasoning"), id="reasoning-title")
+            yield LineView(wrap=True, id="reasoning-view")
 
     @property
     def view(self) -> LineView:
