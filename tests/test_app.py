@@ -355,6 +355,30 @@ def uncovered_cells(container: Widget) -> set[tuple[int, int]]:
     return cells
 
 
+@pytest.mark.parametrize("closing_at", ["mcp", "search", "os"])
+async def test_closing_while_the_other_tabs_are_built_leaves_no_error(closing_at: str) -> None:
+    """The app can close while it builds the tabs not shown first (a test that ends at
+    once closes it from outside its message loop): a pane removed as it is mounted lacks
+    some of its parts, and neither the pane nor the app may reach for them (CI saw
+    NoMatches from both)."""
+    app = make_app(None)
+    new_pane = app._new_pane
+    built: list[str] = []
+    reached = asyncio.Event()
+
+    def building(name: str) -> DomainPane:
+        built.append(name)
+        if name == closing_at:
+            reached.set()
+        return new_pane(name)
+
+    app._new_pane = building  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 36)):
+        await reached.wait()  # and close while that pane is mounted
+    assert built[-1] == closing_at  # it closed there, and without an error
+    assert not app.tabs_ready.is_set()
+
+
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:
     """The containers marked ``backdrop`` (app.tcss) are hidden, so a screen update does
     not paint them, and their children are shown; so that no stale cell can show through,

@@ -23,7 +23,7 @@ from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.engines.queue import CallJob, EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
-from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.panes.base import DomainPane, closing
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import Turn
@@ -275,12 +275,12 @@ class AgentWorldApp(App[int]):
         for name in DOMAINS:
             if name in self._panes:
                 continue
-            pane = self._new_pane(name)
-            try:
-                tab = tabs.get_pane(f"tab-{name}")
-            except NoMatches:  # the app is closing before its tabs were all built
+            if closing(tabs):  # a quick quit: the app closes before its tabs are all built
                 return
-            await tab.mount(pane)
+            pane = self._new_pane(name)
+            await tabs.get_pane(f"tab-{name}").mount(pane)
+            if closing(pane):  # it closed as the pane was mounted: parts may be missing
+                return
             self._pane_built(pane)
         self.tabs_ready.set()
         self._maybe_ready()

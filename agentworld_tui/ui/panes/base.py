@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from agentworld_tui.engines.base import (
@@ -58,6 +59,13 @@ live, and each one costs a repaint of more of the screen than the streamed text 
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
 
 
+def closing(node: Widget) -> bool:
+    """Whether ``node`` is being removed or its app is closing: Textual then skips mounts,
+    so a container composed meanwhile may lack some of its parts (a quick quit as the tabs
+    not shown first are built)."""
+    return node._pruning or not node.is_attached
+
+
 class DomainPane(Vertical):
     """One domain's tab."""
 
@@ -85,6 +93,9 @@ class DomainPane(Vertical):
     replaces_view = False
     """Whether each observation replaces the screen (web pages, phone screens) instead of
     adding to it (a terminal)."""
+
+    wraps_screen = False
+    """Whether the screen wraps long lines (prose) instead of scrolling sideways."""
 
     def __init__(self, domain: Domain, scenario: Scenario, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="backdrop")  # see app.tcss
@@ -121,7 +132,7 @@ class DomainPane(Vertical):
 
     def compose_screen(self) -> ComposeResult:
         """The simulated screen: a LineView with id ``screen`` (a pane may put more beside it)."""
-        yield LineView(id="screen")
+        yield LineView(wrap=self.wraps_screen, id="screen")
 
     def compose_editor(self) -> ComposeResult:
         """The domain's action editor."""
@@ -143,6 +154,8 @@ class DomainPane(Vertical):
         return self.app
 
     def on_mount(self) -> None:
+        if closing(self):
+            return
         self.show_session()
 
     def on_unmount(self) -> None:

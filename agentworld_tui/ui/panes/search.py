@@ -82,6 +82,7 @@ class SearchPane(ToolCallPane):
     """
 
     domain: SearchDomain
+    wraps_screen = True
 
     def compose_screen(self) -> ComposeResult:
         yield Static(id="simulation-line")
@@ -92,10 +93,6 @@ class SearchPane(ToolCallPane):
         form.display = False
         yield form
         yield from super().compose_editor()
-
-    def on_mount(self) -> None:
-        self.screen_view.wrap = True
-        super().on_mount()
 
     @property
     def simulation(self) -> SimulationForm:
