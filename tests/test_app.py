@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -377,6 +378,45 @@ async def test_closing_while_the_other_tabs_are_built_leaves_no_error(closing_at
         await reached.wait()  # and close while that pane is mounted
     assert built[-1] == closing_at  # it closed there, and without an error
     assert not app.tabs_ready.is_set()
+
+
+def test_quitting_while_the_model_loads_leaves_the_engine_thread_well(ls_model: Path) -> None:
+    """The engine thread reports a load's progress and end to the app; after a quit while
+    the model loads, the app and its event loop are gone, and those reports must go
+    nowhere instead of killing the thread with the closed loop's error."""
+    errors: list[BaseException | None] = []
+    hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    closed, reported = threading.Event(), threading.Event()
+    try:
+        app = make_app(ls_model)
+        assert app.engine is not None
+        load, load_done = app.engine.load, app._load_done
+
+        def slow_load(progress: object) -> None:
+            closed.wait(30)  # the app has quit and its loop is closed by now
+            load(progress)  # type: ignore[arg-type]
+
+        def done(error: str | None) -> None:
+            load_done(error)
+            reported.set()
+
+        app.engine.load = slow_load  # type: ignore[method-assign]
+        app._load_done = done  # type: ignore[method-assign]
+
+        async def quit_at_once() -> None:
+            async with app.run_test(size=(120, 36)):
+                pass
+
+        asyncio.run(quit_at_once())
+        closed.set()
+        reported.wait(30)
+    finally:
+        threading.excepthook = hook
+    assert reported.is_set()
+    assert app.engine.loaded
+    assert app.queue._thread.is_alive()  # the worker lives on, waiting for jobs
+    assert errors == []
 
 
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:

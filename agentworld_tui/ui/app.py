@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -535,15 +535,28 @@ class AgentWorldApp(App[int]):
             focus()
 
     # -- the model ----------------------------------------------------------------------
+    def _from_engine(self, callback: Callable[..., object], *args: object) -> None:
+        """Run ``callback`` on the app's thread for the engine thread, which can outlive the
+        app (a model still loading when it quits): once the app has closed, nothing runs."""
+
+        def run() -> None:
+            if self.is_running:
+                callback(*args)
+
+        if not self.is_running:
+            return
+        with contextlib.suppress(RuntimeError):  # it has closed just now
+            self.call_from_thread(run)
+
     def _load_progress(self, message: str) -> None:
-        self.call_from_thread(self._set_phase, message)
+        self._from_engine(self._set_phase, message)
 
     def _set_phase(self, message: str) -> None:
         self.model_status.phase = "" if message == "ready" else message
         self._show_status()
 
     def _load_done(self, error: str | None) -> None:
-        self.call_from_thread(self._loaded, error)
+        self._from_engine(self._loaded, error)
 
     def _loaded(self, error: str | None) -> None:
         if error:
@@ -772,7 +785,7 @@ class AgentWorldApp(App[int]):
         self.notify(f"Judging turn {turn.number}…", timeout=3)
 
         def done(verdict: object, error: str | None) -> None:
-            self.call_from_thread(self._judged, pane, turn, verdict, error)
+            self._from_engine(self._judged, pane, turn, verdict, error)
 
         if request.judge is None:
             self.queue.call(
