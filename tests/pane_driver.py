@@ -47,7 +47,9 @@ async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 3
 
 
 async def open_tab(app: AgentWorldApp, pilot: Any, name: str, kind: type[P]) -> P:
-    """Switch to a domain's tab (after the model loaded, when there is one)."""
+    """Switch to a domain's tab once every tab is built (and the model loaded, when there
+    is one): while the tabs are built after the first frame, the tab bar is still changing."""
+    await asyncio.wait_for(app.tabs_ready.wait(), 30)
     if app.engine is not None:
         await asyncio.wait_for(app.model_ready.wait(), 30)
     await pilot.pause()
