@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ggufgen import write_scripted_model
 from textual.widget import Widget
-from textual.widgets import Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
@@ -420,10 +420,10 @@ def test_quitting_while_the_model_loads_leaves_the_engine_thread_well(ls_model: 
 
 
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:
-    """The containers marked ``backdrop`` (app.tcss) are hidden, so a screen update does
-    not paint them, and their children are shown; so that no stale cell can show through,
-    their displayed children cover them, in every tab, with the reasoning panel shown or
-    folded, at a narrow and a wide size."""
+    """The containers marked ``backdrop`` (app.tcss), and the tabs' switcher, are hidden,
+    so a screen update does not paint them, and their children are shown; so that no stale
+    cell can show through, their displayed children cover them, in every tab, with the
+    reasoning panel shown or folded, at a narrow and a wide size."""
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
@@ -435,16 +435,18 @@ async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:
                 for folded in (False, True):
                     app.active_pane.reasoning.display = not folded
                     await pilot.pause()
+                    covered = list(app.screen.query(".backdrop, #tabs > ContentSwitcher"))
                     shown = [
                         w
-                        for w in app.screen.query(".backdrop")
+                        for w in covered
                         if all(a.display for a in w.ancestors_with_self)  # not another tab's
                     ]
                     assert app.active_pane in shown
+                    assert app.tabs().query_one(ContentSwitcher) in shown
                     for container in shown:
                         assert not container.visible
                         for child in container.children:
-                            assert child.visible != child.has_class("backdrop")
+                            assert child.visible != (child in covered)
                     # A hidden container has no region of its own: shown for a moment (the
                     # layout is the same), each must be covered by its children.
                     for container in shown:

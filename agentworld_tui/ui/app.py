@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 
 from agentworld_tui.config import Settings, settings_path
 from agentworld_tui.domains import DOMAINS
@@ -251,7 +251,6 @@ class AgentWorldApp(App[int]):
             self.model_status.phase = ""
         else:
             self.queue.load(self._load_progress, self._load_done)
-        self.tabs().query_one(ContentSwitcher).add_class("backdrop")  # see app.tcss
         self._pane_built(self.query_one(DomainPane))
         self._show_status()
         self.call_after_refresh(self._focus_editor)
