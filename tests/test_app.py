@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -417,6 +418,27 @@ def test_quitting_while_the_model_loads_leaves_the_engine_thread_well(ls_model: 
     assert app.engine.loaded
     assert app.queue._thread.is_alive()  # the worker lives on, waiting for jobs
     assert errors == []
+
+
+async def test_the_first_frame_shows_the_command_line_focused() -> None:
+    """Typing goes to the first tab's command line from the first frame on: the focus is
+    there when Textual reports the first frame drawn (Ready), not moved after it."""
+    focused_at_first_frame: list[Widget | None] = []
+
+    class Watched(AgentWorldApp):
+        CSS_PATH = Path(inspect.getfile(AgentWorldApp)).with_name("app.tcss")
+
+        def on_ready(self) -> None:
+            focused_at_first_frame.append(self.focused)
+
+    settings = Settings()
+    settings.model.threads = 2
+    app = Watched(settings, offer_models=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        assert focused_at_first_frame == [pane(app).query_one(Input)]
+        await pilot.press(*"pwd")
+        assert pane(app).query_one(Input).value == "pwd"
 
 
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:

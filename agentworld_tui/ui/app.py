@@ -49,6 +49,14 @@ FIRST_TAB = "terminal"
 """The tab built before the first frame; the others are built right after it."""
 
 
+class MainScreen(Screen[None]):
+    """The tabs' screen. It starts with the first tab's command line focused, so the first
+    frame shows where typing goes. (Textual would focus the first focusable widget, the tab
+    bar, and restyle it twice when the editor took the focus after the first frame.)"""
+
+    AUTO_FOCUS = "#keystrokes"  # the terminal tab's command line (FIRST_TAB)
+
+
 def pane_class(name: str) -> type[DomainPane]:
     import importlib
 
@@ -226,6 +234,9 @@ class AgentWorldApp(App[int]):
             self.model_status.phase = "loading model"
 
     # -- layout -------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         # Only the first tab is built before the first frame; the rest follow right after it.
         with TabbedContent(id="tabs", classes="backdrop"):
@@ -253,7 +264,6 @@ class AgentWorldApp(App[int]):
             self.queue.load(self._load_progress, self._load_done)
         self._pane_built(self.query_one(DomainPane))
         self._show_status()
-        self.call_after_refresh(self._focus_editor)
         self.call_after_refresh(self.call_later, self._build_other_tabs)
 
     def _pane_built(self, pane: DomainPane) -> None:
