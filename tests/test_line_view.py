@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
@@ -97,6 +98,32 @@ async def test_rows_drawn_while_text_streams_are_redrawn_when_they_change() -> N
                     end.append(piece, style)
                 await pilot.pause()
                 assert cells(drawn) == cells(end), (drawn.id, case, pieces)
+
+
+async def test_every_row_is_as_wide_as_the_view_says() -> None:
+    """Rows are built with their width given, not measured: for every row the width a
+    strip declares is the width of its cells, and is the view's, wide characters, lines
+    cut short and a scrolled view included."""
+    app = DrawnViews()
+    async with app.run_test(size=(60, 64)) as pilot:
+        rng = random.Random(5)
+        views = list(app.query(LineView))
+        for case in range(20):
+            text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 60)))
+            for view in views:
+                view.clear()
+                view.append(text, rng.choice(["", "bold"]))
+                await pilot.pause()
+                for scroll_x in (0, 3) if not view.wrap else (0,):
+                    view.scroll_to(x=scroll_x, animate=False, immediate=True)
+                    strips = view.render_lines(Region(0, 0, *view.outer_size))
+                    for strip in strips:
+                        measured = sum(cell_len(segment.text) for segment in strip)
+                        assert strip.cell_length == measured == view.outer_size.width, (
+                            view.id,
+                            case,
+                            text,
+                        )
 
 
 async def test_truncating_blanks_the_rows_that_were_drawn() -> None:

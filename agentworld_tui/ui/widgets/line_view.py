@@ -427,8 +427,10 @@ class LineView(ScrollView, can_focus=True):
             self._cache[key] = text
         strip = self._bar_cache.get((*key, bar, row))
         if strip is None:
-            shown = [text.apply_offsets(scroll_x, row), self._bar_cells(base)[bar]]
-            strip = self._bar_cache[*key, bar, row] = Strip.join(shown)
+            # One strip from the row with its offsets and the bar's cell (Strip.join would
+            # measure both parts again).
+            shown = [*text.apply_offsets(scroll_x, row), *self._bar_cells(base)[bar]]
+            strip = self._bar_cache[*key, bar, row] = Strip(shown, width + 1)
         return strip
 
     def _render_row(
@@ -454,6 +456,13 @@ class LineView(ScrollView, can_focus=True):
                 if seg.text != "\n"
             ]
         else:  # one style (text as it streams): rich's slicing and spans are not needed
-            segments = [Segment(line.plain[start:stop], style)]
+            text = line.plain[start:stop]
+            cells = len(text) if text.isascii() else cell_len(text)
+            if not scroll_x and cells <= width:  # a wrapped row: padded, nothing to cut
+                padded = [Segment(text, style)]
+                if cells < width:
+                    padded.append(Segment(" " * (width - cells), base))
+                return Strip(padded, width)
+            segments = [Segment(text, style)]
         strip = Strip(segments)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
