@@ -458,11 +458,12 @@ class LineView(ScrollView, can_focus=True):
         else:  # one style (text as it streams): rich's slicing and spans are not needed
             text = line.plain[start:stop]
             cells = len(text) if text.isascii() else cell_len(text)
-            if not scroll_x and cells <= width:  # a wrapped row: padded, nothing to cut
-                padded = [Segment(text, style)]
-                if cells < width:
-                    padded.append(Segment(" " * (width - cells), base))
-                return Strip(padded, width)
+            if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
+                pad = " " * (width - cells)
+                if style is base:  # one segment: every segment costs each screen update
+                    return Strip([Segment(text + pad, base)], width)
+                padded = [Segment(text, style), Segment(pad, base)]
+                return Strip(padded if pad else padded[:1], width)
             segments = [Segment(text, style)]
         strip = Strip(segments)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
