@@ -7,9 +7,11 @@ import inspect
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufgen import write_scripted_model
+from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Input, Static
 
@@ -439,6 +441,37 @@ async def test_the_first_frame_shows_the_command_line_focused() -> None:
         assert focused_at_first_frame == [pane(app).query_one(Input)]
         await pilot.press(*"pwd")
         assert pane(app).query_one(Input).value == "pwd"
+
+
+async def test_frames_of_the_views_leave_the_one_row_widgets_above_them_alone() -> None:
+    """A screen update renders every widget whose container's area it touches: the
+    scenario line and the reasoning panel's title sit in one-row containers of their own,
+    so the frames of a streaming view (the reasoning, then the answer) do not render them
+    again."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        terminal = pane(app)
+        rendered: dict[str, int] = {}
+        widgets = {
+            name: terminal.query_one(f"#{name}")
+            for name in ("scenario-line", "reasoning-title", "reasoning-view", "screen")
+        }
+        for name, widget in widgets.items():
+
+            def counted(crop: Region, name: str = name, draw: Any = widget.render_lines) -> Any:
+                rendered[name] = rendered.get(name, 0) + 1
+                return draw(crop)
+
+            widget.render_lines = counted  # type: ignore[method-assign]
+        for view in (terminal.reasoning.view, terminal.screen_view):  # as a turn streams
+            for step in range(30):
+                view.append(f"line {step}\n")
+                await pilot.pause()
+        assert rendered.get("reasoning-view", 0) >= 10
+        assert rendered.get("screen", 0) >= 10
+        assert "scenario-line" not in rendered
+        assert "reasoning-title" not in rendered
 
 
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:

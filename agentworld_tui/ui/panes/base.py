@@ -71,6 +71,7 @@ class DomainPane(Vertical):
 
     DEFAULT_CSS = """
     DomainPane { height: 1fr; }
+    DomainPane #scenario-row { height: 1; }
     DomainPane #scenario-line { height: 1; color: $text-muted; padding: 0 1; }
     DomainPane #pane-body { height: 1fr; }
     DomainPane #main { width: 1fr; }
@@ -122,7 +123,10 @@ class DomainPane(Vertical):
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="scenario-line")
+        # A screen update renders every widget whose container's area it touches: in a row
+        # of its own, the scenario line is left out of the frames of the views below it.
+        with Vertical(id="scenario-row", classes="backdrop"):
+            yield Static(id="scenario-line")
         with Horizontal(id="pane-body", classes="backdrop"):
             with Vertical(id="main", classes="backdrop"):
                 yield from self.compose_screen()

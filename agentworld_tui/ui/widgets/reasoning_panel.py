@@ -14,7 +14,9 @@ class ReasoningPanel(Vertical):
     """The panel takes its place in the pane but paints nothing itself (``backdrop``, see
     app.tcss): its bordered frame does. A screen update paints every widget whose
     container's area it touches, so a bordered panel as tall as the pane was painted again
-    for every frame of the screen beside it; the frame's container is the panel alone."""
+    for every frame of the screen beside it; the frame's container is the panel alone.
+    Likewise the title has a one-row container of its own, which the view's frames below
+    it do not touch."""
 
     DEFAULT_CSS = """
     ReasoningPanel {
@@ -23,6 +25,9 @@ class ReasoningPanel(Vertical):
     }
     ReasoningPanel > #reasoning-frame {
         border-left: solid $primary-darken-2;
+    }
+    ReasoningPanel #reasoning-head {
+        height: 1;
     }
     ReasoningPanel #reasoning-title {
         height: 1;
@@ -40,7 +45,8 @@ class ReasoningPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="reasoning-frame"):
-            yield Static(Text("Reasoning"), id="reasoning-title")
+            with Vertical(id="reasoning-head", classes="backdrop"):  # see the class's doc
+                yield Static(Text("Reasoning"), id="reasoning-title")
             yield LineView(wrap=True, id="reasoning-view")
 
     @property
