@@ -83,10 +83,10 @@ class LineView(ScrollView, can_focus=True):
         self._wrap_width = 0
         self._cache: LRUCache[tuple[int, int, int, int, int, int], Strip] = LRUCache(2048)
         """Rows of text, by line, its version, the row's span, scroll offset and width."""
-        self._bar_cache: LRUCache[tuple[int, int, int, int, int, int, int, int], Strip]
+        self._bar_cache: LRUCache[tuple[int, int, int, int, int, int, int], Strip]
         self._bar_cache = LRUCache(256)
-        """The rows as shown (with the offsets that mouse events read, and the scrollbar
-        column), by the same key, the column's state and the row's place in the text."""
+        """The rows as shown, with the scrollbar column, by the same key and the column's
+        state: a row that scrolls keeps its strip (and the strip's filtered form)."""
         self._base_style: Style | None = None
         """The widget's own style, looked up once per style change rather than per row."""
         self._bar_strips: tuple[Strip, Strip, Strip] | None = None
@@ -425,12 +425,13 @@ class LineView(ScrollView, can_focus=True):
             else:
                 text = self._render_row(index, start, end, scroll_x, width, base)
             self._cache[key] = text
-        strip = self._bar_cache.get((*key, bar, row))
+        strip = self._bar_cache.get((*key, bar))
         if strip is None:
-            # One strip from the row with its offsets and the bar's cell (Strip.join would
-            # measure both parts again).
-            shown = [*text.apply_offsets(scroll_x, row), *self._bar_cells(base)[bar]]
-            strip = self._bar_cache[*key, bar, row] = Strip(shown, width + 1)
+            # One strip of the row and the bar's cell (Strip.join would measure both again).
+            # No offsets for text selection (Strip.apply_offsets): the view has no selection
+            # to copy, and they made every row a new strip at every scroll.
+            shown = [*text, *self._bar_cells(base)[bar]]
+            strip = self._bar_cache[*key, bar] = Strip(shown, width + 1)
         return strip
 
     def _render_row(
