@@ -56,14 +56,16 @@ def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_scripted_model(tmp_path_factory.mktemp("m") / "long.gguf", long_reasoning(2000))
 
 
-def make_app(model: Path | None, **generation: object) -> AgentWorldApp:
+def make_app(
+    model: Path | None, app_class: type[AgentWorldApp] = AgentWorldApp, **generation: object
+) -> AgentWorldApp:
     settings = Settings()
     settings.model.threads = 2
     if model is not None:
         settings.model.path = str(model)
     for key, value in generation.items():
         setattr(settings.generation, key, value)
-    return AgentWorldApp(settings, offer_models=False)
+    return app_class(settings, offer_models=False)
 
 
 async def wait_for(pilot: object, condition: Callable[[], bool], timeout: float = 60) -> None:
@@ -433,9 +435,7 @@ async def test_the_first_frame_shows_the_command_line_focused() -> None:
         def on_ready(self) -> None:
             focused_at_first_frame.append(self.focused)
 
-    settings = Settings()
-    settings.model.threads = 2
-    app = Watched(settings, offer_models=False)
+    app = make_app(None, Watched)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         assert focused_at_first_frame == [pane(app).query_one(Input)]
