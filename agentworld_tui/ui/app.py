@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane, Tabs
 
 from agentworld_tui.config import Settings, settings_path
 from agentworld_tui.domains import DOMAINS
@@ -25,6 +25,7 @@ from agentworld_tui.engines.queue import CallJob, EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
 from agentworld_tui.ui.panes.base import DomainPane, closing
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
+from agentworld_tui.ui.widgets.still import keep_rows
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import Turn
 
@@ -55,6 +56,10 @@ class MainScreen(Screen[None]):
     bar, and restyle it twice when the editor took the focus after the first frame.)"""
 
     AUTO_FOCUS = "#keystrokes"  # the terminal tab's command line (FIRST_TAB)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        keep_rows(self)  # its children cover it: it never changes while a tab streams
 
 
 def pane_class(name: str) -> type[DomainPane]:
@@ -263,6 +268,7 @@ class AgentWorldApp(App[int]):
         else:
             self.queue.load(self._load_progress, self._load_done)
         self._pane_built(self.query_one(DomainPane))
+        keep_rows(self.tabs().query_one(Tabs))  # every frame of a tab renders the bar
         self._show_status()
         self.call_after_refresh(self.call_later, self._build_other_tabs)
 

@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from agentworld_tui.ui.widgets.line_view import LineView
+from agentworld_tui.ui.widgets.still import keep_rows
 
 
 class ReasoningPanel(Vertical):
@@ -44,7 +45,7 @@ class ReasoningPanel(Vertical):
         super().__init__(id=id, classes="backdrop")
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="reasoning-frame"):
+        with keep_rows(Vertical(id="reasoning-frame")):  # only its border: never changes
             with Vertical(id="reasoning-head", classes="backdrop"):  # see the class's doc
                 yield Static(Text("Reasoning"), id="reasoning-title")
             yield LineView(wrap=True, id="reasoning-view")
