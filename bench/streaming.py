@@ -155,6 +155,8 @@ def ratio(a: float, b: float) -> float:
 
 async def app_turn(app: Any, pilot: Any) -> Run:
     """One turn typed into the terminal tab, from a fresh session (so the same prompt)."""
+    from textual import events
+
     from agentworld_tui.world.session import new_session
 
     pane = app.active_pane
@@ -165,7 +167,11 @@ async def app_turn(app: Any, pilot: Any) -> Run:
     pane.line.value = COMMAND
     app.turn_ended.clear()
     wall, cpu = time.perf_counter(), time.thread_time()
-    await pilot.press("enter")
+    # The key goes in as the terminal's input thread hands it over. (Pilot.press then
+    # waits for the process to go idle, which it never does while the model decodes: it
+    # woke the main thread 50 times a second for two seconds of every turn, and queued a
+    # message for every widget of every tab.)
+    app._driver.process_message(events.Key("enter", "\r"))
     await app.turn_ended.wait()  # no polling: the main thread does only what the app does
     share = (time.thread_time() - cpu) / (time.perf_counter() - wall)
     turn = pane.session.turns[-1]
