@@ -23,6 +23,7 @@ import dataclasses
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,36 @@ class Run:
     text: str = ""
     main_thread: float = 0.0
     """App side: the main thread's CPU time ÷ the turn's wall time (share of one core)."""
+    streaming: float = 0.0
+    """App side: the same from the first token to the last, the time the rate is taken over
+    (the turn's start and end, the final highlighting and the save, are left out)."""
+
+
+class StreamClock:
+    """The main thread's CPU clock read on the engine thread at the first and the last
+    token of a turn (wrapping the engine's stream: one flag test per event)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.clock = time.pthread_getcpuclockid(threading.main_thread().ident or 0)
+        self.marks: list[tuple[float, float]] = []
+        stream = engine.stream
+
+        def timed(*args: Any) -> Any:
+            from agentworld_tui.engines.base import AnswerDelta, Finished, ReasoningDelta
+
+            self.marks = []
+            for event in stream(*args):
+                tokens = isinstance(event, ReasoningDelta | AnswerDelta)
+                if (tokens and not self.marks) or isinstance(event, Finished):
+                    self.marks.append((time.perf_counter(), time.clock_gettime(self.clock)))
+                yield event
+
+        engine.stream = timed
+
+    def share(self) -> float:
+        """The main thread's share of a core between the first and the last token."""
+        (wall, cpu), (wall_end, cpu_end) = self.marks[0], self.marks[-1]
+        return (cpu_end - cpu) / (wall_end - wall) if wall_end > wall else 0.0
 
 
 def decode_rate(tokens: int, first: float | None, last: float) -> float:
@@ -153,7 +184,7 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
-async def app_turn(app: Any, pilot: Any) -> Run:
+async def app_turn(app: Any, pilot: Any, clock: StreamClock) -> Run:
     """One turn typed into the terminal tab, from a fresh session (so the same prompt)."""
     from textual import events
 
@@ -177,7 +208,7 @@ async def app_turn(app: Any, pilot: Any) -> Run:
     turn = pane.session.turns[-1]
     stats = turn.stats
     tokens, rate = int(stats["generated_tokens"]), float(stats["tokens_per_second"])
-    return Run(tokens, rate, turn.reasoning, share)
+    return Run(tokens, rate, turn.reasoning, share, clock.share())
 
 
 def prompt_tokens(app: Any) -> list[int]:
@@ -207,10 +238,11 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 300)
         raw = RawLlama(model, app.engine.info.n_ctx, threads, args.gpu_layers)
+        clock = StreamClock(app.engine)
         try:
             for thinking in variants:
                 app.params = dataclasses.replace(app.params, enable_thinking=thinking)
-                results.append(await compare(app, pilot, raw, label, args))
+                results.append(await compare(app, pilot, raw, clock, label, args))
         finally:
             raw.close()
         await app.action_quit()
@@ -218,10 +250,10 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
 
 
 async def compare(
-    app: Any, pilot: Any, raw: RawLlama, label: str, args: argparse.Namespace
+    app: Any, pilot: Any, raw: RawLlama, clock: StreamClock, label: str, args: argparse.Namespace
 ) -> bool:
     """Alternate app and raw runs of the same prompt; print the rates and the ratios."""
-    await app_turn(app, pilot)  # warm-up: the prompt is read once and stays cached
+    await app_turn(app, pilot, clock)  # warm-up: the prompt is read once and stays cached
     prompt = prompt_tokens(app)
     raw.loop(prompt, app.params)
     rates: dict[str, list[float]] = {"app": [], "loop": [], "completion": []}
@@ -229,11 +261,12 @@ async def compare(
     over_loop: list[float] = []
     over_completion: list[float] = []
     main_thread: list[float] = []
+    streaming: list[float] = []
     for rep in range(args.reps):
         runs: dict[str, Run | None] = {}
         for side in ("app", "raw") if rep % 2 == 0 else ("raw", "app"):
             if side == "app":
-                runs["app"] = await app_turn(app, pilot)
+                runs["app"] = await app_turn(app, pilot, clock)
             else:
                 runs["loop"] = raw.loop(prompt, app.params)
                 if args.completion:
@@ -244,6 +277,7 @@ async def compare(
             if run is not None:
                 rates[key].append(run.rate)
         main_thread.append(100 * app_run.main_thread)
+        streaming.append(100 * app_run.streaming)
         counts["app"].add(app_run.tokens)
         counts["loop"].add(loop_run.tokens)
         over_loop.append(ratio(app_run.rate, loop_run.rate))
@@ -258,6 +292,7 @@ async def compare(
             print(f"  {key:>10} tok/s   {summarize(values).show(1)}")
     print(f"  tokens per run: app {sorted(counts['app'])}, loop {sorted(counts['loop'])}")
     print(f"  app's main thread, % of a core   {summarize(main_thread).show(2)}")
+    print(f"    from first to last token       {summarize(streaming).show(2)}")
     loop_summary = summarize(over_loop)
     print(f"  app ÷ bare loop          {loop_summary.show()}")
     if over_completion:

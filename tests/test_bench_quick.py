@@ -26,6 +26,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"loop tok/s +{MEDIAN}",
         rf"app ÷ bare loop +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
         rf"app's main thread, % of a core +{MEDIAN}",
+        rf"from first to last token +{MEDIAN}",
         r"reasoning panel",
         r"terminal view",
     ],
