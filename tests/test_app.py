@@ -216,6 +216,59 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
         assert tab._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
 
 
+async def test_a_pane_parks_while_the_engine_is_silent_and_the_engine_wakes_it(
+    ls_model: Path,
+) -> None:
+    """While the engine has nothing to hand over (a long prompt, a server before its first
+    token) the pane schedules nothing: the main thread sleeps. The engine thread wakes it
+    with the next event, which is drawn then."""
+    app = make_app(ls_model)
+    held, release = threading.Event(), threading.Event()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        assert app.engine is not None
+        stream = app.engine.stream
+
+        def silent_first(*args: Any) -> Any:
+            held.set()
+            release.wait(10)
+            yield from stream(*args)
+
+        app.engine.stream = silent_first  # type: ignore[method-assign]
+        await pilot.press(*"ls", "enter")
+        tab = pane(app)
+        await wait_for(pilot, lambda: held.is_set() and tab._parked is not None)
+        await pilot.pause(0.3)  # a poll would have come round by now
+        assert tab._parked is not None and tab._timer is None
+        assert tab.busy and tab.reasoning.view.text == ""
+        release.set()
+        await wait_for(pilot, turn_done(app))
+        assert tab._parked is None and tab._timer is None
+        assert "README.md" in tab.screen_view.text
+        assert tab.reasoning.view.text.strip() == "checking the cwd"
+
+
+async def test_an_error_in_a_frame_ends_the_app_as_a_handlers_does(ls_model: Path) -> None:
+    """A frame runs in the event loop's own callback; its error still reaches Textual, which
+    ends the app and raises it (not a line in the loop's log and a pane that stops)."""
+
+    def broken() -> None:
+        raise RuntimeError("a frame failed")
+
+    app = make_app(ls_model)
+    with pytest.raises(RuntimeError, match="a frame failed"):
+        async with app.run_test(size=(120, 36)) as pilot:
+            await asyncio.wait_for(app.model_ready.wait(), 30)
+            tab = pane(app)
+            tab._drain = broken  # type: ignore[method-assign]
+            await pilot.press(*"ls", "enter")
+            for _ in range(500):
+                if app.return_code is not None:
+                    break
+                await asyncio.sleep(0.02)
+    assert app.return_code == 1
+
+
 async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> None:
     """A frame that brings new counts updates the status line itself: both go to the screen
     in one update, instead of the status line waiting for a message and a screen update of

@@ -8,6 +8,7 @@ how the action is edited and how an observation is shown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from dataclasses import replace
@@ -51,12 +52,14 @@ between frames grows while the main thread used more than this share of one core
 the last frame (everything it did: the frames, the screen updates they cause, the status
 line, timers) and shrinks while it used less, between FRAME_SECONDS and MAX_FRAME_SECONDS.
 A model on a server takes nothing from this machine: frames come every FRAME_SECONDS."""
-WAIT_SECONDS = 0.1
-"""How often a pane looks for the first events of a turn (the prompt may take long)."""
 STATUS_SECONDS = 1.0
 """The status line holds counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
+
+
+def _raise(error: Exception) -> None:
+    raise error
 
 
 def closing(node: Widget) -> bool:
@@ -108,6 +111,9 @@ class DomainPane(Vertical):
         self.status = StatusInfo()
         self._events: deque[EngineEvent] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._parked: asyncio.AbstractEventLoop | None = None
+        """Set while the pane waits for the engine's next event with no frame due: the
+        engine thread wakes it when it hands one over (see ``_sink``)."""
         self._turn_start: dict[int, int] = {}
         self._taken_line: dict[int, Text | None] = {}
         self._answer_started = False
@@ -163,6 +169,7 @@ class DomainPane(Vertical):
         self.show_session()
 
     def on_unmount(self) -> None:
+        self._parked = None
         if self._timer is not None:
             self._timer.cancel()
 
@@ -288,7 +295,7 @@ class DomainPane(Vertical):
             session=self.session,
             turn=turn,
             params=self.turn_params(),
-            sink=self._events.append,
+            sink=self._sink,
         )
         self.awt_app.submit(self.job)
         self._schedule_frame()
@@ -354,22 +361,49 @@ class DomainPane(Vertical):
         panel.display = not panel.display
 
     # -- events from the engine thread ----------------------------------------------------
+    def _sink(self, event: EngineEvent) -> None:
+        """Takes the engine's events on its thread; wakes the pane only when it is parked
+        (a wake-up per token would cost the main thread more than the frames do)."""
+        self._events.append(event)
+        loop = self._parked
+        if loop is not None:
+            self._parked = None
+            with contextlib.suppress(RuntimeError):  # the app has closed its loop
+                loop.call_soon_threadsafe(self._unpark)
+
     def _schedule_frame(self) -> None:
         """Wake for the next frame when it is due, not on every tick of a fixed clock (a
         tick costs as much as a small frame). The wake-up is the event loop's own timer: a
-        Textual timer is a task of its own, started anew for each frame."""
-        if self._timer is None:
-            now = time.monotonic()
-            # A frame just drawn took every event: wake when the next one is due, not
-            # sooner; before the first, look every WAIT_SECONDS.
-            due = self._events or self._next_frame > now
-            wait = self._next_frame - now if due else WAIT_SECONDS
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(max(FRAME_SECONDS, wait), self._wake)
+        Textual timer is a task of its own, started anew for each frame. With no event to
+        draw and no frame due, the pane parks until the engine thread hands one over,
+        instead of looking for one every so often (waking the main thread costs it about a
+        quarter of a millisecond on a busy virtual machine, even to do nothing)."""
+        if self._timer is not None:
+            return
+        now = time.monotonic()
+        loop = asyncio.get_running_loop()
+        if not self._events and self._next_frame <= now:
+            self._parked = loop
+            if not self._events:
+                return
+            self._parked = None  # one came before the flag was up (it may wake us too)
+        # A frame just drawn took every event: wake when the next one is due, not sooner.
+        wait = max(FRAME_SECONDS, self._next_frame - now)
+        self._timer = loop.call_later(wait, self._wake)
+
+    def _unpark(self) -> None:
+        if self.job is not None:
+            self._schedule_frame()
 
     def _wake(self) -> None:
-        # Through the pane's queue, so an error in a frame ends the app as a handler's does.
-        self.call_next(self._frame_timer)
+        """The frame runs in the loop's own callback: through the pane's queue (a message
+        to wake it, a callback, their dispatch) a wake-up cost more than a small frame.
+        An error still goes through the queue, so it ends the app as a handler's does."""
+        try:
+            self._frame_timer()
+        except Exception as error:  # raised again in the pane's handler
+            self._timer = None
+            self.call_next(_raise, error)
 
     def _frame_timer(self) -> None:
         self._timer = None
@@ -502,6 +536,7 @@ class DomainPane(Vertical):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._parked = None
         view = self.screen_view
         if self.replaces_view and turn.observation:
             view.clear()
