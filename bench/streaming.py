@@ -6,9 +6,14 @@ frame rate. The raw side streams the very same prompt tokens with the same sampl
 and the same thread count in a bare loop over llama.cpp's sampler, ``Llama.detokenize`` and
 ``Llama.eval``: the least any program can do per token, and the ratio's denominator. With
 ``--completion`` it also times ``Llama.create_completion(stream=True)``, the library's own
-streaming API (slower: it decodes the whole completion again for every token). Runs
-alternate app / raw, the order flipping each repetition, so a busy moment of the machine
-hits both sides alike.
+streaming API (slower: it decodes the whole completion again for every token).
+
+The sides take turns within each app turn: every ``--block`` tokens (64) the app's turn
+waits, once the main thread has drawn what it had, while the bare loop decodes as many
+tokens of the same prompt at the same positions (see ``Interleave``); the bare loop leads
+in every other repetition. This machine's speed swings by several per cent from one
+stretch of seconds to the next, so whole runs half a minute apart (``--block 0``, the
+order flipping each repetition) disagree by far more than the app costs.
 
     python bench/streaming.py            # ~100M random model + SmolLM2-135M when installed
     python bench/streaming.py --quick    # a tiny model, a few seconds
@@ -25,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,26 +58,115 @@ class Run:
     (the turn's start and end, the final highlighting and the save, are left out)."""
 
 
-class StreamClock:
-    """The main thread's CPU clock read on the engine thread at the first and the last
-    token of a turn (wrapping the engine's stream: one flag test per event)."""
+@dataclass
+class Block:
+    """A stretch of one side's tokens: the token count, the wall clock and the main
+    thread's CPU clock at its first and its last token."""
 
-    def __init__(self, engine: Any) -> None:
+    first: tuple[int, float, float] | None = None
+    last: tuple[int, float, float] | None = None
+
+    def mark(self, count: int, wall: float, cpu: float) -> None:
+        if self.first is None:
+            self.first = (count, wall, cpu)
+        self.last = (count, wall, cpu)
+
+
+def pooled(blocks: list[Block]) -> tuple[float, float]:
+    """Decode rate over all the blocks' spans (tokens ÷ seconds, both summed) and the main
+    thread's share of a core over them."""
+    tokens = seconds = cpu = 0.0
+    for block in blocks:
+        if block.first is not None and block.last is not None:
+            tokens += block.last[0] - block.first[0]
+            seconds += block.last[1] - block.first[1]
+            cpu += block.last[2] - block.first[2]
+    return (tokens / seconds, cpu / seconds) if seconds > 0 else (0.0, 0.0)
+
+
+class Interleave:
+    """Wraps the app engine's stream, on the engine thread.
+
+    Every ``block`` tokens of an app turn it holds the turn, waits until the main thread
+    has done what the app had to do (the pane's events drawn, its CPU clock still), and
+    runs ``block`` tokens of the bare loop on the raw context, at the same positions of the
+    same prompt and on the same thread, before letting the turn go on. The sides so take
+    turns every second or two, and the machine's swings, which last longer, fall on both
+    alike. With ``raw_first`` the bare loop leads by a block (the order flips between
+    repetitions). With ``block`` 0 it only reads the main thread's CPU clock at the first
+    and the last token of a turn (for whole-turn runs).
+    """
+
+    SETTLED_CPU = 0.0002
+    """Main-thread CPU seconds per 20 ms below which the app counts as idle (a wake-up of
+    the pane's frame timer is about a tenth of a millisecond; a frame is several)."""
+
+    def __init__(self, engine: Any, raw: RawLlama, pending: Any, block: int) -> None:
+        from agentworld_tui.engines.base import AnswerDelta, Finished, ReasoningDelta
+
         self.clock = time.pthread_getcpuclockid(threading.main_thread().ident or 0)
+        self.raw, self.pending, self.block = raw, pending, block
+        self.prompt: list[int] | None = None
+        self.params: Any = None
+        self.raw_first = False
         self.marks: list[tuple[float, float]] = []
+        self.app_blocks: list[Block] = []
+        self.raw_blocks: list[Block] = []
         stream = engine.stream
 
-        def timed(*args: Any) -> Any:
-            from agentworld_tui.engines.base import AnswerDelta, Finished, ReasoningDelta
+        def wrapped(*args: Any) -> Any:
+            self.marks, self.app_blocks, self.raw_blocks = [], [], []
+            raw_tokens = None
+            if self.block and self.prompt is not None:
+                raw_tokens = raw.tokens(self.prompt, self.params)
+                if self.raw_first:
+                    self._raw_block(raw_tokens)
+            boundary = self.block
+            current = Block()
+            try:
+                for event in stream(*args):
+                    if isinstance(event, ReasoningDelta | AnswerDelta):
+                        wall, cpu = time.perf_counter(), time.clock_gettime(self.clock)
+                        if not self.marks:
+                            self.marks.append((wall, cpu))
+                        current.mark(event.generated, wall, cpu)
+                        if raw_tokens is not None and event.generated >= boundary:
+                            yield event  # the app has the block's last token
+                            self.app_blocks.append(current)
+                            current = Block()
+                            boundary += self.block
+                            if not self.raw_first or event.generated < self.params.max_tokens:
+                                self._raw_block(raw_tokens)
+                            continue
+                    elif isinstance(event, Finished):
+                        self.marks.append((time.perf_counter(), time.clock_gettime(self.clock)))
+                    yield event
+            finally:
+                if raw_tokens is not None:
+                    raw_tokens.close()
 
-            self.marks = []
-            for event in stream(*args):
-                tokens = isinstance(event, ReasoningDelta | AnswerDelta)
-                if (tokens and not self.marks) or isinstance(event, Finished):
-                    self.marks.append((time.perf_counter(), time.clock_gettime(self.clock)))
-                yield event
+        engine.stream = wrapped
 
-        engine.stream = timed
+    def _settle(self) -> None:
+        """Wait (at most 2 s) until the pane has drawn its events and the main thread has
+        been idle for 40 ms."""
+        deadline = time.perf_counter() + 2.0
+        still = 0
+        cpu = time.clock_gettime(self.clock)
+        while still < 2 and time.perf_counter() < deadline:
+            time.sleep(0.02)
+            now = time.clock_gettime(self.clock)
+            still = 0 if self.pending() or now - cpu > self.SETTLED_CPU else still + 1
+            cpu = now
+
+    def _raw_block(self, tokens: Any) -> None:
+        self._settle()
+        block = Block()
+        for count, (sampled, _text) in enumerate(tokens, start=1):
+            block.mark(count, sampled, time.clock_gettime(self.clock))
+            if count % self.block == 0:
+                break
+        self.raw_blocks.append(block)
 
     def share(self) -> float:
         """The main thread's share of a core between the first and the last token."""
@@ -115,8 +210,9 @@ class RawLlama:
         llm.n_tokens = min(common, len(prompt) - 1)
         llm.eval(prompt[llm.n_tokens :])
 
-    def loop(self, prompt: list[int], params: Any) -> Run:
-        """The bare loop: sample, detokenize, evaluate, with the engine's sampler chain."""
+    def tokens(self, prompt: list[int], params: Any) -> Iterator[tuple[float, str]]:
+        """The bare loop: sample, detokenize, evaluate, with the engine's sampler chain;
+        yields each token's sampling time and text."""
         import llama_cpp
 
         llm = self.llm
@@ -129,23 +225,27 @@ class RawLlama:
         add(chain, llama_cpp.llama_sampler_init_dist(params.seed))
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        pieces: list[str] = []
-        first: float | None = None
-        generated = 0
         try:
-            while generated < params.max_tokens:
+            for _ in range(params.max_tokens):
                 token = llama_cpp.llama_sampler_sample(chain, llm.ctx, -1)
-                if first is None:
-                    first = time.perf_counter()
+                sampled = time.perf_counter()
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     break
-                generated += 1
-                pieces.append(decoder.decode(llm.detokenize([token], special=True)))
+                yield sampled, decoder.decode(llm.detokenize([token], special=True))
                 llm.eval([token])
         finally:
             llama_cpp.llama_sampler_free(chain)
+
+    def loop(self, prompt: list[int], params: Any) -> Run:
+        """One whole run of the bare loop."""
+        times: list[float] = []
+        pieces: list[str] = []
+        for sampled, text in self.tokens(prompt, params):
+            times.append(sampled)
+            pieces.append(text)
         last = time.perf_counter()
-        return Run(generated, decode_rate(generated, first, last), "".join(pieces))
+        first = times[0] if times else None
+        return Run(len(times), decode_rate(len(times), first, last), "".join(pieces))
 
     def completion(self, prompt: list[int], params: Any) -> Run | None:
         """``create_completion(stream=True)`` with the same settings, other filters neutral.
@@ -184,7 +284,7 @@ def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
 
-async def app_turn(app: Any, pilot: Any, clock: StreamClock) -> Run:
+async def app_turn(app: Any, pilot: Any, clock: Interleave) -> Run:
     """One turn typed into the terminal tab, from a fresh session (so the same prompt)."""
     from textual import events
 
@@ -238,7 +338,8 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 300)
         raw = RawLlama(model, app.engine.info.n_ctx, threads, args.gpu_layers)
-        clock = StreamClock(app.engine)
+        pane = app.active_pane
+        clock = Interleave(app.engine, raw, lambda: bool(pane._events), args.block)
         try:
             for thinking in variants:
                 app.params = dataclasses.replace(app.params, enable_thinking=thinking)
@@ -250,12 +351,66 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
 
 
 async def compare(
-    app: Any, pilot: Any, raw: RawLlama, clock: StreamClock, label: str, args: argparse.Namespace
+    app: Any, pilot: Any, raw: RawLlama, clock: Interleave, label: str, args: argparse.Namespace
 ) -> bool:
-    """Alternate app and raw runs of the same prompt; print the rates and the ratios."""
+    """Alternate the app and the bare loop on the same prompt; print the rates and ratios."""
     await app_turn(app, pilot, clock)  # warm-up: the prompt is read once and stays cached
     prompt = prompt_tokens(app)
     raw.loop(prompt, app.params)
+    clock.prompt, clock.params = prompt, app.params
+    view = "reasoning panel" if app.params.enable_thinking else "terminal view"
+    where = app.engine.info.where
+    print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads · {where}")
+    if args.block:
+        ratios = await interleaved(app, pilot, clock, args)
+    else:
+        ratios = await whole_turns(app, pilot, raw, clock, args)
+    summary = summarize(ratios)
+    print(f"  app ÷ bare loop          {summary.show()}")
+    ok = summary.median >= TARGET
+    print(f"  target app ÷ raw >= {TARGET} (against the bare loop): {verdict(ok)}")
+    return ok
+
+
+async def interleaved(
+    app: Any, pilot: Any, clock: Interleave, args: argparse.Namespace
+) -> list[float]:
+    """App turns whose every ``--block`` tokens alternate with as many of the bare loop's;
+    a turn's ratio is its app blocks' pooled rate ÷ its bare-loop blocks'."""
+    rates: dict[str, list[float]] = {"app": [], "loop": []}
+    shares: dict[str, list[float]] = {"app": [], "loop": []}
+    ratios: list[float] = []
+    blocks: dict[str, list[Block]] = {"app": [], "loop": []}
+    for rep in range(args.reps):
+        clock.raw_first = rep % 2 == 1
+        await app_turn(app, pilot, clock)
+        for key, side in (("app", clock.app_blocks), ("loop", clock.raw_blocks)):
+            rate, share = pooled(side)
+            rates[key].append(rate)
+            shares[key].append(100 * share)
+            blocks[key] += side
+        ratios.append(ratio(rates["app"][-1], rates["loop"][-1]))
+    sizes = {len(clock.app_blocks), len(clock.raw_blocks)}
+    print(f"  {args.reps} app turns of {args.tokens} tokens, each {args.block} tokens at a time")
+    print(f"  alternating with the bare loop's ({'/'.join(map(str, sorted(sizes)))} blocks a turn)")
+    for key, values in rates.items():
+        print(f"  {key:>10} tok/s   {summarize(values).show(1)}")
+    print(
+        f"  app's main thread, % of a core, in the app's blocks   {summarize(shares['app']).show(2)}"
+    )
+    print(f"    in the bare loop's blocks       {summarize(shares['loop']).show(2)}")
+    together = ratio(pooled(blocks["app"])[0], pooled(blocks["loop"])[0])
+    print(f"  all blocks pooled: app ÷ bare loop {together:.3f}")
+    return ratios
+
+
+async def whole_turns(
+    app: Any, pilot: Any, raw: RawLlama, clock: Interleave, args: argparse.Namespace
+) -> list[float]:
+    """Whole app turns alternating with whole runs of the bare loop (and, with
+    ``--completion``, of ``create_completion``)."""
+    prompt = clock.prompt
+    assert prompt is not None
     rates: dict[str, list[float]] = {"app": [], "loop": [], "completion": []}
     counts: dict[str, set[int]] = {"app": set(), "loop": set()}
     over_loop: list[float] = []
@@ -284,22 +439,16 @@ async def compare(
         completion = runs.get("completion")
         if completion is not None:
             over_completion.append(ratio(app_run.rate, completion.rate))
-    view = "reasoning panel" if app.params.enable_thinking else "terminal view"
-    where = app.engine.info.where
-    print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads · {where}")
+    print(f"  {args.reps} whole app turns alternating with whole runs of the bare loop")
     for key, values in rates.items():
         if values:
             print(f"  {key:>10} tok/s   {summarize(values).show(1)}")
     print(f"  tokens per run: app {sorted(counts['app'])}, loop {sorted(counts['loop'])}")
     print(f"  app's main thread, % of a core   {summarize(main_thread).show(2)}")
     print(f"    from first to last token       {summarize(streaming).show(2)}")
-    loop_summary = summarize(over_loop)
-    print(f"  app ÷ bare loop          {loop_summary.show()}")
     if over_completion:
         print(f"  app ÷ create_completion  {summarize(over_completion).show()}")
-    ok = loop_summary.median >= TARGET
-    print(f"  target app ÷ raw >= {TARGET} (against the bare loop): {verdict(ok)}")
-    return ok
+    return over_loop
 
 
 def offload(model: Path, label: str, args: argparse.Namespace) -> None:
@@ -339,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny model, few tokens")
     parser.add_argument("--reps", type=int, default=0, help="alternating repetitions")
     parser.add_argument("--tokens", type=int, default=0, help="tokens generated per run")
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=-1,
+        help="tokens the sides take at a time within each app turn (default 64; "
+        "0: whole turns and whole runs alternate)",
+    )
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=0, help="default: as the app (cores)")
     parser.add_argument("--models-dir", type=Path, help="where generated models are kept")
@@ -358,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.reps = args.reps or 5
     args.tokens = args.tokens or (24 if args.quick else 1024)
+    if args.block < 0:
+        args.block = 0 if args.completion else (8 if args.quick else 64)
+    if args.block and args.tokens % args.block:
+        parser.error(f"--tokens ({args.tokens}) must be a multiple of --block ({args.block})")
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))
     os.environ.setdefault("AGENTWORLD_DATA_DIR", str(Path(scratch.name) / "data"))
