@@ -14,13 +14,14 @@ from ggufgen import write_scripted_model
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Input, Static, Tabs
+from textual.widgets import ContentSwitcher, Footer, Input, Static, Tabs
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.ui import app as app_module
 from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 
 LS_SCRIPT = (
     "checking the cwd</think><predicted_observation>user@devbox:~/project$ ls\n"
@@ -274,7 +275,6 @@ async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> Non
     in one update, instead of the status line waiting for a message and a screen update of
     its own after the frame's."""
     from agentworld_tui.engines.base import ReasoningDelta
-    from agentworld_tui.ui.widgets.status_bar import StatusBar
 
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -534,17 +534,23 @@ def still_widgets(app: AgentWorldApp) -> dict[str, Widget]:
         "screen": app.screen,
         "tab bar": app.tabs().query_one(Tabs),
         "reasoning frame": pane(app).query_one("#reasoning-frame"),
+        # between the views and the status line, which a frame's counters update
+        "footer": app.query_one(Footer),
+        "prompt": pane(app).query_one("#prompt-row Label"),
+        "command line": pane(app).query_one("#keystrokes"),
     }
 
 
 async def test_frames_of_the_views_hand_the_still_widgets_rows_without_drawing_them() -> None:
     """Every screen update renders the screen, the tab bar and the reasoning panel's frame
-    (their containers' areas hold the views); while the views stream, the rows they hand
-    to the screen are the ones they drew before, not drawn again through Textual's styling
-    pass."""
+    (their containers' areas hold the views), and one that brings the status line's
+    counters the footer and the command line (they lie between); while the views stream,
+    the rows they hand to the screen are the ones they drew before, not drawn again
+    through Textual's styling pass."""
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        pane(app).line.cursor_blink = False  # as while its tab streams (a blink is a change)
         await pilot.pause()
         handed: dict[str, int] = {}
         drawn: dict[str, int] = {}
@@ -555,17 +561,19 @@ async def test_frames_of_the_views_hand_the_still_widgets_rows_without_drawing_t
                 return rows(crop)
 
             def draw(
-                *args: Any, name: str = name, styled: Any = widget._styles_cache.render
+                *args: Any, name: str = name, styled: Any = widget._styles_cache.render, **kw: Any
             ) -> Any:
                 drawn[name] = drawn.get(name, 0) + 1
-                return styled(*args)
+                return styled(*args, **kw)
 
             widget.render_lines = hand  # type: ignore[method-assign]
             widget._styles_cache.render = draw  # type: ignore[method-assign]
         terminal = pane(app)
+        status = app.query_one(StatusBar)
         for view in (terminal.reasoning.view, terminal.screen_view):  # as a turn streams
             for step in range(30):
                 view.append(f"line {step}\n")
+                status.show(StatusInfo(generated=step + 1, phase="reasoning"))  # the counters
                 await pilot.pause()
         assert all(handed.get(name, 0) >= 10 for name in still_widgets(app)), handed
         assert drawn == {}

@@ -253,7 +253,10 @@ class AgentWorldApp(App[int]):
                         yield self._new_pane(name)
         with Vertical(id="bottom", classes="backdrop"):  # an update above never paints it
             yield StatusBar(id="status")
-            yield Footer()
+            # A frame that brings the status line's counters renders every widget between
+            # the view and the footer's area (Textual updates the region around all the
+            # changes); the footer does not change while a tab streams.
+            yield keep_rows(Footer())
 
     def _new_pane(self, name: str) -> DomainPane:
         return pane_class(name)(DOMAINS[name], first_scenario(name), id=f"pane-{name}")
