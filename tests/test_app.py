@@ -270,6 +270,26 @@ async def test_an_error_in_a_frame_ends_the_app_as_a_handlers_does(ls_model: Pat
     assert app.return_code == 1
 
 
+async def test_a_frame_late_after_a_silence_keeps_the_gap() -> None:
+    """A frame that comes late because the engine was silent is measured over the gap it
+    was meant to cover: its cost is not thinned out by the silence, so the frames after it
+    do not come faster than the main thread's share allows."""
+    import time
+
+    from agentworld_tui.ui.panes import base
+
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)):
+        tab = pane(app)
+        tab._gap = base.MAX_FRAME_SECONDS
+        frame = base.MAX_FRAME_SECONDS * base.UI_SHARE  # a frame's cost at UI_SHARE
+        # The last frame began 2 s ago and cost just that; nothing ran since.
+        tab._last_frame = (time.monotonic() - 2.0, time.thread_time() - frame)
+        tab._next_frame = 0.0
+        assert tab._frame_due()
+        assert tab._gap > 0.9 * base.MAX_FRAME_SECONDS  # thinned over 2 s it was 0.39x
+
+
 async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> None:
     """A frame that brings new counts updates the status line itself: both go to the screen
     in one update, instead of the status line waiting for a message and a screen update of

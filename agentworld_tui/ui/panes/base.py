@@ -478,7 +478,10 @@ class DomainPane(Vertical):
         cpu = time.thread_time()
         if self._last_frame is not None:
             wall, before = self._last_frame
-            share = (cpu - before) / max(now - wall, FRAME_SECONDS)
+            # Over the gap the last frame was meant to cover, not the whole wait: a frame
+            # that comes late because the engine was silent (parked) would otherwise have
+            # its cost thinned out by the silence, and the next frames come too fast.
+            share = (cpu - before) / max(min(now - wall, self._gap), FRAME_SECONDS)
             # The square root damps the correction, so the gap settles instead of swinging.
             gap = self._gap * (max(share, 1e-4) / UI_SHARE) ** 0.5
             self._gap = min(MAX_FRAME_SECONDS, max(FRAME_SECONDS, gap))
