@@ -167,14 +167,52 @@ async def test_a_streaming_tab_keeps_its_width_and_a_steady_cursor(long_model: P
         await wait_for(pilot, lambda: pane(app).status.reasoning_tokens > 0)
         await pilot.pause()
         assert "●" in str(tab.label)
+        assert "Terminal ●" in drawn(tab)
         assert tab.region.width == idle_width
         assert not editor.cursor_blink
         await pilot.press("escape")
         await wait_for(pilot, lambda: not pane(app).busy)
         await pilot.pause()
-        assert "●" not in str(tab.label)
+        assert "●" not in str(tab.label) and "●" not in drawn(tab)
         assert tab.region.width == idle_width
         assert editor.cursor_blink
+
+
+def drawn(widget: Widget) -> str:
+    """The text a widget draws now."""
+    return "".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.outer_size)))
+
+
+async def test_a_turn_lays_nothing_out(ls_model: Path) -> None:
+    """Starting and ending a turn change a tab's label, the scenario line and the action's
+    error line, none of which changes size: the screen is not laid out again (a layout
+    of this screen costs the main thread several milliseconds and queues a message for
+    every widget). The command is sent as Enter sends it, without the command line
+    emptying itself (an Input lays itself out as its text's width changes, as it does at
+    every key typed)."""
+    from agentworld_tui.domains.terminal import command
+
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.pause()
+        screen = app.screen
+        layouts = 0
+        refresh_layout = screen._refresh_layout
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            nonlocal layouts
+            layouts += 1
+            refresh_layout(*args, **kwargs)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        tab = pane(app)
+        assert tab.send(tab.domain.make_action([command("ls")]))
+        await wait_for(pilot, turn_done(app))
+        await pilot.pause()
+        assert pane(app).screen_view.text.splitlines()[-2] == "README.md  src"
+        assert layouts == 0
 
 
 async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
@@ -203,7 +241,9 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
         assert gaps[0] > base.FRAME_SECONDS
         assert gaps[-1] == base.MAX_FRAME_SECONDS
         gaps = [next_gap(tab, 0, 0.3) for _ in range(3)]  # idle
-        assert gaps[-1] == base.FRAME_SECONDS
+        # Back at (or, with a stray fraction of a millisecond in its 1/30 s, next to) the
+        # fastest pace.
+        assert gaps[-1] < 1.5 * base.FRAME_SECONDS
         next_gap(tab, 0.02, 0.02)
         assert tab._gap > base.FRAME_SECONDS
         # A model on a server takes nothing from this machine: frames come at full pace.

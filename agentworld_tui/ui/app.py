@@ -13,10 +13,11 @@ from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane, Tabs
+from textual.widgets import Footer, Static, Tab, TabbedContent, TabPane, Tabs
 
 from agentworld_tui.config import Settings, settings_path
 from agentworld_tui.domains import DOMAINS
@@ -87,6 +88,14 @@ def collect_after_start() -> None:
 def tab_label(title: str, busy: bool) -> str:
     """A tab's label; its width is the same busy or not, so the tabs never move."""
     return title + (" ●" if busy else "  ")
+
+
+def relabel(tab: Tab, label: str) -> None:
+    """A new label of the same width (``tab_label``): the tab is drawn again, without the
+    layout of the whole screen (and the message to every widget that it brings) that
+    ``Tab.label`` asks for, twice a turn."""
+    tab._label = Content(label)
+    Static.update(tab, tab._label, layout=False)
 
 
 def first_scenario(domain: str) -> Scenario:
@@ -670,7 +679,7 @@ class AgentWorldApp(App[int]):
             label = tab_label(pane.domain.title, pane.busy)
             if str(tab.label) == label:
                 continue
-            tab.label = label
+            relabel(tab, label)
             # The focused editor's cursor holds still while its tab streams (a blink is a
             # screen update) and blinks again afterwards. Only that one: an unfocused
             # Input told to blink would run its blink timer unseen.

@@ -216,7 +216,8 @@ class DomainPane(Vertical):
         line.append(scenario.title, style="bold")
         if scenario.description:
             line.append("  " + " ".join(scenario.description.split()))
-        self.query_one("#scenario-line", Static).update(line)
+        # One row whatever it says: no layout of the screen (a turn's end shows it again).
+        self.query_one("#scenario-line", Static).update(line, layout=False)
 
     def show_state(self, state: str) -> None:
         if state:
@@ -260,6 +261,8 @@ class DomainPane(Vertical):
     # -- one turn -------------------------------------------------------------------------
     def show_error(self, message: str) -> None:
         error = self.query_one("#action-error", Static)
+        if not message and error.has_class("hidden"):
+            return  # nothing shown, nothing to lay out (every turn's start clears it)
         error.update(Text(message))
         error.set_class(not message, "hidden")
 
