@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.css.query import NoMatches
-from textual.screen import Screen
+from textual.screen import UPDATE_PERIOD, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static, Tab, TabbedContent, TabPane, Tabs
 
@@ -25,6 +25,7 @@ from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.engines.queue import CallJob, EngineQueue, TurnJob
 from agentworld_tui.launch import UserError, generation_params, make_engine
 from agentworld_tui.ui.panes.base import DomainPane, closing
+from agentworld_tui.ui.update_clock import UpdateClock
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.ui.widgets.still import keep_rows
 from agentworld_tui.world.domain import Scenario
@@ -61,6 +62,17 @@ class MainScreen(Screen[None]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         keep_rows(self)  # its children cover it: it never changes while a tab streams
+        self._clock: UpdateClock | None = None
+
+    @property
+    def _update_timer(self) -> UpdateClock:  # type: ignore[override]
+        """The screen's updates run on the loop's own timer (``UpdateClock``)."""
+        if self._clock is None:
+            self._clock = UpdateClock(self, UPDATE_PERIOD)
+        return self._clock
+
+    def on_unmount(self) -> None:
+        self._update_timer.pause()
 
 
 def pane_class(name: str) -> type[DomainPane]:
