@@ -5,11 +5,19 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from textual.message_pump import MessagePump
 from textual.screen import Screen
 
 
 def _raise(error: Exception) -> None:
     raise error
+
+
+def raise_in_handler(node: MessagePump, error: Exception) -> None:
+    """Raise ``error`` again in one of ``node``'s handlers, for a callback the event loop
+    ran itself: Textual then ends the app with it, as for an error in any handler (the
+    loop alone would only log it)."""
+    node.call_next(_raise, error)
 
 
 class UpdateClock:
@@ -53,4 +61,4 @@ class UpdateClock:
         try:
             screen._on_timer_update()
         except Exception as error:  # raised again in the screen's handler: the app ends
-            screen.call_next(_raise, error)
+            raise_in_handler(screen, error)

@@ -32,6 +32,7 @@ from agentworld_tui.engines.base import (
 )
 from agentworld_tui.engines.queue import TurnJob
 from agentworld_tui.ui.highlight import highlight
+from agentworld_tui.ui.update_clock import raise_in_handler
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
@@ -58,10 +59,6 @@ STATUS_SECONDS = 1.0
 """The status line holds counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
-
-
-def _raise(error: Exception) -> None:
-    raise error
 
 
 def closing(node: Widget) -> bool:
@@ -408,7 +405,7 @@ class DomainPane(Vertical):
             self._frame_timer()
         except Exception as error:  # raised again in the pane's handler
             self._timer = None
-            self.call_next(_raise, error)
+            raise_in_handler(self, error)
 
     def _frame_timer(self) -> None:
         self._timer = None
