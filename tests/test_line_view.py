@@ -142,7 +142,7 @@ async def test_truncating_blanks_the_rows_that_were_drawn() -> None:
 
 def bar_column(view: LineView) -> str:
     """The scrollbar column as drawn: ``#`` thumb, ``|`` track, ``.`` none."""
-    thumb, track = (next(iter(view._bar_cells(view.rich_style)[i])) for i in (THUMB, TRACK))
+    thumb, track = (view._bar_cells(view.rich_style)[i] for i in (THUMB, TRACK))
     marks = {thumb.style: "#", track.style: "|"}
     strips = view.render_lines(Region(0, 0, *view.outer_size))
     return "".join(marks.get(list(strip)[-1].style, ".") for strip in strips)

@@ -419,26 +419,32 @@ class DomainPane(Vertical):
         reasoning: list[str] = []
         answer: list[AnswerDelta] = []
         finished: Finished | None = None
-        phase = self.status.phase
-        generated = 0  # the counts are the last delta's (a frame gathers hundreds)
-        while self._events:
-            event = self._events.popleft()
-            if isinstance(event, ReasoningDelta):
+        status = self.status
+        phase = status.phase
+        # A frame gathers hundreds of deltas: the counts and the phase are the last ones,
+        # set once (the loop body is most of what a delta costs the main thread).
+        last: ReasoningDelta | AnswerDelta | None = None
+        last_reasoning: ReasoningDelta | None = None
+        new_phase: str | None = None
+        events = self._events
+        while events:
+            event = events.popleft()
+            kind = type(event)
+            if kind is ReasoningDelta:
                 reasoning.append(event.text)
-                generated = event.generated
-                self.status.reasoning_tokens = event.reasoning_tokens
-                self.status.phase = "reasoning"
-            elif isinstance(event, AnswerDelta):
-                generated = event.generated
-                self.status.phase = "answering"
+                last = last_reasoning = event
+                new_phase = "reasoning"
+            elif kind is AnswerDelta:
+                last = event
+                new_phase = "answering"
                 if event.reset:
                     self._apply_answers(answer)
                 answer.append(event)
-            elif isinstance(event, PromptProgress):
+            elif kind is PromptProgress:
                 if event.total:
-                    self.status.phase = f"reading prompt {100 * event.evaluated // event.total}%"
-            elif isinstance(event, PromptBuilt):
-                self.status.omitted_turns = event.omitted_turns
+                    new_phase = f"reading prompt {100 * event.evaluated // event.total}%"
+            elif kind is PromptBuilt:
+                status.omitted_turns = event.omitted_turns
                 if event.omitted_turns:
                     self.app.notify(
                         f"The {event.omitted_turns} oldest turns no longer fit the context "
@@ -446,8 +452,13 @@ class DomainPane(Vertical):
                         title=self.domain.title,
                         severity="warning",
                     )
-            elif isinstance(event, Finished):
+            elif kind is Finished:
                 finished = event
+        if last_reasoning is not None:
+            status.reasoning_tokens = last_reasoning.reasoning_tokens
+        if new_phase is not None:
+            status.phase = new_phase
+        generated = last.generated if last is not None else 0
         if generated:
             self._count(generated)
         if reasoning:

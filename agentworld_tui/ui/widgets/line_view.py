@@ -20,6 +20,8 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -81,15 +83,19 @@ class LineView(ScrollView, can_focus=True):
         """First visual row of each line (wrap mode)."""
         self._width = 0
         self._wrap_width = 0
-        self._cache: LRUCache[tuple[int, int, int, int, int, int], Strip] = LRUCache(2048)
-        """Rows of text, by line, its version, the row's span, scroll offset and width."""
-        self._bar_cache: LRUCache[tuple[int, int, int, int, int, int, int], Strip]
-        self._bar_cache = LRUCache(256)
-        """The rows as shown, with the scrollbar column, by the same key and the column's
-        state: a row that scrolls keeps its strip (and the strip's filtered form)."""
+        self._cache: LRUCache[tuple[int, int, int, int, int, int, int], Strip]
+        self._cache = LRUCache(1024)
+        """The rows as shown, by line, its version, the row's span, scroll offset, width and
+        the scrollbar column's state: a row that scrolls keeps its strip. One strip a row,
+        filtered already (see ``render_lines``): each strip is seven small caches, and
+        building three a row (text, text and bar, filtered) had the collector run twice a
+        frame while text streamed."""
+        self._paint: tuple[tuple[LineFilter, ...], Color] | None = None
+        """The line filters and background the cached rows were filtered for (None: not
+        filtered, as ``render_line`` gives them to Textual's own styling pass)."""
         self._base_style: Style | None = None
         """The widget's own style, looked up once per style change rather than per row."""
-        self._bar_strips: tuple[Strip, Strip, Strip] | None = None
+        self._bar_segments: tuple[Segment, Segment, Segment] | None = None
         """The scrollbar column's cell for NO_BAR, TRACK and THUMB rows."""
         self._drawn_rows = 0
         """Rows the content covered at the last layout (what a shorter text must blank)."""
@@ -199,7 +205,8 @@ class LineView(ScrollView, can_focus=True):
         if size != self.virtual_size:
             self._set_virtual_size(size)
         if follow and self.max_scroll_y > self.scroll_y:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            # At once: scroll_end's deferred completion is a message to the view each frame.
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
             return
         top = max(changed, int(self.scroll_y))
         bottom = min(end, int(self.scroll_y) + self.scrollable_content_region.height)
@@ -272,13 +279,12 @@ class LineView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._base_style = None
-        self._bar_strips = None
+        self._bar_segments = None
         self.forget_rows()
 
     def forget_rows(self) -> None:
         """Draw every row again (a subclass that styles rows has changed how)."""
         self._cache.clear()
-        self._bar_cache.clear()
 
     def on_mouse_scroll_up(self) -> None:
         self.follow = False
@@ -344,19 +350,19 @@ class LineView(ScrollView, can_focus=True):
         self.follow = share >= 1.0
         self.scroll_to(y=round(share * self.max_scroll_y), animate=False, immediate=True)
 
-    def _bar_cells(self, base: Style) -> tuple[Strip, Strip, Strip]:
+    def _bar_cells(self, base: Style) -> tuple[Segment, Segment, Segment]:
         """One cell of the column for each state, in the theme's scrollbar colours."""
-        if self._bar_strips is None:
+        if self._bar_segments is None:
             styles = self.styles
             _, background = self.background_colors
             track = background + styles.scrollbar_background
             thumb = track + styles.scrollbar_color
-            self._bar_strips = (
-                Strip([Segment(" ", base)], 1),
-                Strip([Segment(" ", Style(bgcolor=track.rich_color))], 1),
-                Strip([Segment(" ", Style(bgcolor=thumb.rich_color))], 1),
+            self._bar_segments = (
+                Segment(" ", base),
+                Segment(" ", Style(bgcolor=track.rich_color)),
+                Segment(" ", Style(bgcolor=thumb.rich_color)),
             )
-        return self._bar_strips
+        return self._bar_segments
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -370,27 +376,31 @@ class LineView(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """One screen update: the scroll offset, width and thumb are looked up once, not
-        per row. The rows come from the view's own caches; Textual's styling pass (which
-        builds every row again after a scroll) runs only for a border, padding or an effect
-        the rows do not have."""
+        per row. The rows come from the view's own cache, filtered as Textual would filter
+        them; Textual's styling pass (which builds every row again after a scroll) runs
+        only for a border, padding or an effect the rows do not have."""
+        plain = self._plain()
+        if plain:
+            _, background = self.background_colors
+            self._set_paint((tuple(self.get_line_filters()), background))
+        else:
+            self._set_paint(None)  # Textual filters what render_line gives it
         self._pass = self._geometry()
         self._bar_drawn = self._pass[3:]
         try:
-            if not self._plain():
+            if not plain:
                 return super().render_lines(crop)
-            filters = self.get_line_filters()
-            _, background = self.background_colors
-            strips = []
-            for y in crop.line_range:
-                strip = self.render_line(y)
-                for line_filter in filters:
-                    strip = strip.apply_filter(line_filter, background)
-                strips.append(strip)
+            strips = [self.render_line(y) for y in crop.line_range]
             if crop.column_span != (0, self.size.width):
                 strips = [strip.crop(*crop.column_span) for strip in strips]
             return strips
         finally:
             self._pass = None
+
+    def _set_paint(self, paint: tuple[tuple[LineFilter, ...], Color] | None) -> None:
+        if paint != self._paint:
+            self._paint = paint
+            self._cache.clear()
 
     def _plain(self) -> bool:
         """Whether the rows are drawn as they are: no border, outline, padding, tint,
@@ -407,36 +417,41 @@ class LineView(ScrollView, can_focus=True):
         )
 
     def render_line(self, y: int) -> Strip:
+        """Row ``y`` as shown, its scrollbar cell included; filtered during a screen
+        update of the view's own (``render_lines``), as it is, for Textual, otherwise."""
+        if self._pass is None:
+            self._set_paint(None)
         scroll_x, scroll_y, width, thumb_top, thumb_end = self._pass or self._geometry()
         bar = NO_BAR if thumb_top == thumb_end else THUMB if thumb_top <= y < thumb_end else TRACK
         row = scroll_y + y
-        base = self._base_style
-        if base is None:
-            base = self._base_style = self.rich_style
         if self.wrap:
             index, start, end = self._rows[row] if row < len(self._rows) else (-1, 0, 0)
         else:
             index, start, end = (row, 0, -1) if row < len(self._lines) else (-1, 0, 0)
-        key = (index, self._versions[index] if index >= 0 else -1, start, end, scroll_x, width)
-        text = self._cache.get(key)
-        if text is None:
-            if index < 0:
-                text = Strip.blank(width, base)
-            else:
-                text = self._render_row(index, start, end, scroll_x, width, base)
-            self._cache[key] = text
-        strip = self._bar_cache.get((*key, bar))
+        key = (index, self._versions[index] if index >= 0 else -1, start, end, scroll_x, width, bar)
+        strip = self._cache.get(key)
         if strip is None:
-            # One strip of the row and the bar's cell (Strip.join would measure both again).
+            base = self._base_style
+            if base is None:
+                base = self._base_style = self.rich_style
+            if index < 0:
+                segments = [Segment(" " * width, base)]
+            else:
+                segments = self._render_row(index, start, end, scroll_x, width, base)
             # No offsets for text selection (Strip.apply_offsets): the view has no selection
             # to copy, and they made every row a new strip at every scroll.
-            shown = [*text, *self._bar_cells(base)[bar]]
-            strip = self._bar_cache[*key, bar] = Strip(shown, width + 1)
+            segments.append(self._bar_cells(base)[bar])
+            if self._paint is not None:
+                filters, background = self._paint
+                for line_filter in filters:
+                    segments = line_filter.apply(segments, background)
+            strip = self._cache[key] = Strip(segments, width + 1)
         return strip
 
     def _render_row(
         self, index: int, start: int, end: int, scroll_x: int, width: int, base: Style
-    ) -> Strip:
+    ) -> list[Segment]:
+        """The row's text, exactly ``width`` cells."""
         line = self._lines[index]
         if len(line.plain) > self.max_line_chars:
             hidden = len(line.plain) - self.max_line_chars
@@ -462,9 +477,7 @@ class LineView(ScrollView, can_focus=True):
             if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
                 pad = " " * (width - cells)
                 if style is base:  # one segment: every segment costs each screen update
-                    return Strip([Segment(text + pad, base)], width)
-                padded = [Segment(text, style), Segment(pad, base)]
-                return Strip(padded if pad else padded[:1], width)
+                    return [Segment(text + pad, base)]
+                return [Segment(text, style), Segment(pad, base)] if pad else [Segment(text, style)]
             segments = [Segment(text, style)]
-        strip = Strip(segments)
-        return strip.crop_extend(scroll_x, scroll_x + width, base)
+        return list(Strip(segments).crop_extend(scroll_x, scroll_x + width, base))
