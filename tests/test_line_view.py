@@ -12,6 +12,7 @@ from typing import Any
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.strip import Strip
 
 from agentworld_tui.ui.widgets.line_view import MAX_LINE_CHARS, THUMB, TRACK, LineView
 
@@ -238,3 +239,38 @@ async def test_the_page_view_s_scrollbar_is_not_an_element() -> None:
         segments = list(view.render_lines(Region(0, 2, 30, 1))[0])
         assert segments[0].style is not None and segments[0].style.reverse
         assert segments[-1].style is not None and not segments[-1].style.reverse
+
+
+async def test_a_new_row_is_one_strip_filtered_as_textual_would() -> None:
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        view.append("a\nb\n", "red")  # an ANSI colour: Textual's filter makes it truecolor
+        await pilot.pause()
+        whole = Region(0, 0, *view.outer_size)
+        view.render_lines(whole)
+        built: list[Strip] = []
+        init = Strip.__init__
+
+        def counted(strip: Strip, *args: Any, **kwargs: Any) -> None:
+            built.append(strip)
+            init(strip, *args, **kwargs)
+
+        Strip.__init__ = counted  # type: ignore[method-assign]
+        try:
+            view.append("c\nd", "red")  # the empty last line grows, and one line is new
+            drawn = view.render_lines(whole)
+        finally:
+            Strip.__init__ = init  # type: ignore[method-assign]
+        assert built == [drawn[2], drawn[3]]  # no intermediate strips: the rows as shown
+        assert [strip.text.rstrip() for strip in drawn[:4]] == ["a", "b", "c", "d"]
+        filters = app.get_line_filters()
+        assert filters  # the headless app filters ANSI colours, as a terminal app does
+        _, background = view.background_colors
+        row = view.render_line(3)  # asked for on its own, as Textual's styling pass does
+        assert list(row)[0].style.color.name == "red"  # unfiltered: Textual filters it
+        for line_filter in filters:
+            row = row.apply_filter(line_filter, background)
+        again = view.render_lines(whole)[3]
+        assert list(again) == list(row)  # the view's own pass: filtered the same way
+        assert list(again)[0].style.color.triplet is not None

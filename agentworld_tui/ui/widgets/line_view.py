@@ -471,6 +471,11 @@ class LineView(ScrollView, can_focus=True):
                 for seg in line[start:stop].render(self.app.console)
                 if seg.text != "\n"
             ]
+            cells = sum(cell_len(segment.text) for segment in segments)
+            if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
+                if cells < width:
+                    segments.append(Segment(" " * (width - cells), base))
+                return segments
         else:  # one style (text as it streams): rich's slicing and spans are not needed
             text = line.plain[start:stop]
             cells = len(text) if text.isascii() else cell_len(text)
