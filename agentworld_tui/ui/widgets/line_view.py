@@ -205,7 +205,8 @@ class LineView(ScrollView, can_focus=True):
         if size != self.virtual_size:
             self._set_virtual_size(size)
         if follow and self.max_scroll_y > self.scroll_y:
-            # At once: scroll_end's deferred completion is a message to the view each frame.
+            # Not scroll_end: it also queues a completion callback, a message to the view
+            # every frame.
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
             return
         top = max(changed, int(self.scroll_y))
@@ -417,8 +418,9 @@ class LineView(ScrollView, can_focus=True):
         )
 
     def render_line(self, y: int) -> Strip:
-        """Row ``y`` as shown, its scrollbar cell included; filtered during a screen
-        update of the view's own (``render_lines``), as it is, for Textual, otherwise."""
+        """Row ``y`` as shown, its scrollbar cell included: filtered when the view's own
+        ``render_lines`` asks for it, unfiltered otherwise (Textual's styling pass filters
+        the rows it gets)."""
         if self._pass is None:
             self._set_paint(None)
         scroll_x, scroll_y, width, thumb_top, thumb_end = self._pass or self._geometry()
