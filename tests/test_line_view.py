@@ -268,9 +268,9 @@ async def test_a_new_row_is_one_strip_filtered_as_textual_would() -> None:
         assert filters  # the headless app filters ANSI colours, as a terminal app does
         _, background = view.background_colors
         row = view.render_line(3)  # asked for on its own, as Textual's styling pass does
-        assert list(row)[0].style.color.name == "red"  # unfiltered: Textual filters it
+        assert next(iter(row)).style.color.name == "red"  # unfiltered: Textual filters it
         for line_filter in filters:
             row = row.apply_filter(line_filter, background)
         again = view.render_lines(whole)[3]
         assert list(again) == list(row)  # the view's own pass: filtered the same way
-        assert list(again)[0].style.color.triplet is not None
+        assert next(iter(again)).style.color.triplet is not None
