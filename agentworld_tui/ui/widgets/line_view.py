@@ -474,17 +474,15 @@ class LineView(ScrollView, can_focus=True):
                 if seg.text != "\n"
             ]
             cells = sum(cell_len(segment.text) for segment in segments)
-            if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
-                if cells < width:
-                    segments.append(Segment(" " * (width - cells), base))
-                return segments
         else:  # one style (text as it streams): rich's slicing and spans are not needed
             text = line.plain[start:stop]
             cells = len(text) if text.isascii() else cell_len(text)
-            if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
-                pad = " " * (width - cells)
-                if style is base:  # one segment: every segment costs each screen update
-                    return [Segment(text + pad, base)]
-                return [Segment(text, style), Segment(pad, base)] if pad else [Segment(text, style)]
+            if not scroll_x and cells <= width and style is base:
+                # One segment, text and padding: every segment costs each screen update.
+                return [Segment(text + " " * (width - cells), base)]
             segments = [Segment(text, style)]
+        if not scroll_x and cells <= width:  # the row fits: padded, nothing to cut
+            if cells < width:
+                segments.append(Segment(" " * (width - cells), base))
+            return segments
         return list(Strip(segments).crop_extend(scroll_x, scroll_x + width, base))
