@@ -4,14 +4,18 @@ app under run_test()."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual._context import active_app
 
 from agentworld_tui.config import Settings
+from agentworld_tui.engines.base import ReasoningDelta
 from agentworld_tui.ui.app import AgentWorldApp, MainScreen
 from agentworld_tui.ui.update_clock import UpdateClock
+from agentworld_tui.ui.widgets.status_bar import StatusBar
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +46,71 @@ async def test_a_screen_update_leaves_nothing_to_wake_for() -> None:
         assert clock._handle is None
         drawn = "".join(strip.text for strip in screen._compositor.render_strips())
         assert "drawn by the clock" in drawn
+
+
+def drawn_text(app: AgentWorldApp) -> str:
+    return "".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def test_a_frame_reaches_the_screen_without_messages() -> None:
+    """A frame's new text and counters are handed to the screen's next update directly:
+    no message waits on the view, the status line or the screen (Textual's refresh sends
+    three, one after another), and a single update draws both."""
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        for _ in range(3):  # every tab built and drawn: nothing else to update
+            await pilot.pause()
+        screen = app.screen
+        pane = app.active_pane
+        assert pane is not None
+        view, status = pane.reasoning.view, app.query_one(StatusBar)
+        updates: list[set[object]] = []  # what each screen update draws
+        update = screen._on_timer_update
+
+        def counted() -> None:
+            updates.append(set(screen._dirty_widgets))
+            update()
+
+        screen._on_timer_update = counted  # type: ignore[method-assign]
+        assert pane.reasoning.display and view.size.height > 1
+        pane._events.extend(
+            [ReasoningDelta("thinking ", 1, 1), ReasoningDelta("aloud", 4321, 4321)]
+        )
+        pane._next_frame = 0.0  # due now
+        pane._drain()
+        for node in (view, status, screen):
+            assert node._message_queue.empty(), node
+        assert {view, status} <= screen._dirty_widgets
+        await pilot.pause()  # which runs an update of its own, with nothing to draw
+        assert [drawn for drawn in updates if drawn] == [{view, status}]
+        drawn = drawn_text(app)
+        assert "thinking aloud" in drawn and "4,321 tok" in drawn
+
+
+async def test_an_update_asked_for_outside_the_app_s_context_draws() -> None:
+    """A frame woken by the engine thread runs in that thread's context, where no app is
+    active; the update it asks for still runs with the app and the screen active, as in
+    Textual's timer task (a scrollbar's render looks the app up)."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        active: list[object] = []
+        update = screen._on_timer_update
+
+        def watched() -> None:
+            active.append(active_app.get(None))
+            update()
+
+        screen._on_timer_update = watched  # type: ignore[method-assign]
+        view = app.active_pane.screen_view  # type: ignore[union-attr]
+        lines = [Text("asked for elsewhere " + "x" * 300)]  # a horizontal scrollbar too
+        contextvars.Context().run(view.append_lines, lines)
+        await pilot.pause()
+        assert active and all(found is app for found in active)
+        assert "asked for elsewhere" in drawn_text(app)
+        assert app.return_code is None
 
 
 async def test_updates_come_at_most_once_a_period() -> None:

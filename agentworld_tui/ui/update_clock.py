@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from textual.dom import NoScreen
+from textual.geometry import Region
 from textual.message_pump import MessagePump
 from textual.screen import Screen
+from textual.widget import Widget
 
 
 def _raise(error: Exception) -> None:
@@ -18,6 +21,37 @@ def raise_in_handler(node: MessagePump, error: Exception) -> None:
     ran itself: Textual then ends the app with it, as for an error in any handler (the
     loop alone would only log it)."""
     node.call_next(_raise, error)
+
+
+def repaint(widget: Widget, *regions: Region) -> None:
+    """``widget.refresh(*regions)`` (a repaint, no layout) without its messages.
+
+    Textual's goes through three: a prompt to the widget, whose idle handler sends the
+    screen an update, whose handler prompts the screen, whose idle handler starts the
+    screen's update. Each is a wake-up of a task on the main thread, for every widget that
+    changes in a frame (a row of streamed text, the status line). This does what those
+    handlers do, at once: the screen's next update draws the widget, and widgets that
+    change in the same frame join the same update instead of one each as their messages
+    come in."""
+    try:
+        screen = widget.screen
+    except NoScreen:
+        screen = None
+    if (
+        screen is None
+        or not widget.is_mounted
+        or widget._closing
+        or not widget.display
+        or screen not in screen._compositor  # not laid out yet: Textual would drop it
+    ):
+        Widget.refresh(widget, *regions)
+        return
+    widget._layout_cache.clear()
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    screen._dirty_widgets.add(widget)
+    screen._update_timer.resume()
 
 
 class UpdateClock:
@@ -59,6 +93,10 @@ class UpdateClock:
             return
         self._last = asyncio.get_running_loop().time()
         try:
-            screen._on_timer_update()
+            # As in Textual's timer task: the app and the screen are the active ones (the
+            # clock may be resumed from a callback that runs in another context, such as
+            # a frame woken by the engine thread).
+            with screen.app._context(), screen._context():
+                screen._on_timer_update()
         except Exception as error:  # raised again in the screen's handler: the app ends
             raise_in_handler(screen, error)

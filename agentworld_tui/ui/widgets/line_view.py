@@ -26,6 +26,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from agentworld_tui.ui.update_clock import repaint
+
 MAX_LINE_CHARS = 5_000
 """Longer lines are shown cut, with a note of how much is hidden."""
 
@@ -209,13 +211,19 @@ class LineView(ScrollView, can_focus=True):
             # every frame.
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
             return
-        top = max(changed, int(self.scroll_y))
-        bottom = min(end, int(self.scroll_y) + self.scrollable_content_region.height)
+        scroll_y = int(self.scroll_y)
+        height = self.scrollable_content_region.height
+        top = max(changed, scroll_y)
+        bottom = min(end, scroll_y + height)
         if top < bottom:
-            self.refresh_lines(top, bottom - top)
+            width = max(self.virtual_size.width, self.size.width)
+            self._repaint(Region(0, top - scroll_y, width, bottom - top))
         if self._thumb() != self._bar_drawn:  # the text grew or shrank out of view
-            height = self.scrollable_content_region.height
-            self.refresh(Region(self._text_width(), 0, 1, height))
+            self._repaint(Region(self._text_width(), 0, 1, height))
+
+    def _repaint(self, region: Region) -> None:
+        """Have ``region`` (in the view's own coordinates) drawn at the next screen update."""
+        repaint(self, region)
 
     def _rewrap(self, first: int, width: int, grown: bool) -> int:
         """Wrap lines from ``first`` on; returns the first visual row that changed."""
@@ -250,8 +258,11 @@ class LineView(ScrollView, can_focus=True):
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size without a screen layout (which the reactive would ask
         for); only a horizontal scrollbar that appears or goes changes the view's layout."""
-        shown = self.show_horizontal_scrollbar
+        old = self.virtual_size
         self.set_reactive(LineView.virtual_size, size)
+        if size.width == old.width and size.height >= old.height:
+            return  # more rows: the scroll offset stays valid and no scrollbar comes or goes
+        shown = self.show_horizontal_scrollbar
         self._scroll_update(size)
         if self.show_horizontal_scrollbar != shown:
             self.refresh(layout=True)
@@ -366,7 +377,9 @@ class LineView(ScrollView, can_focus=True):
         return self._bar_segments
 
     def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
+        # ScrollView's, less its scrollbar (the view draws its own) and its messages.
+        if round(old) != round(new):
+            self._repaint(self.size.region)
         if new >= self.max_scroll_y:
             self.follow = True
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Self
 
 from rich.text import Text
+from textual.geometry import Region
 from textual.widgets import Static
+
+from agentworld_tui.ui.update_clock import repaint as repaint_now
 
 
 @dataclass
@@ -71,3 +75,13 @@ class StatusBar(Static):
         # One fixed line: new text never changes its size, so no screen layout is needed
         # (a layout redraws the whole screen, several times a second while streaming).
         self.update(status_text(info), layout=False)
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Self:
+        """A new line is drawn with the screen's next update, without messages (see
+        ``update_clock.repaint``): while text streams, in the same update as the text."""
+        if repaint and not layout and not recompose:
+            repaint_now(self, *regions)
+            return self
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
