@@ -83,7 +83,8 @@ async def test_a_frame_reaches_the_screen_without_messages() -> None:
             assert node._message_queue.empty(), node
         assert {view, status} <= screen._dirty_widgets
         await pilot.pause()  # which runs an update of its own, with nothing to draw
-        assert [drawn for drawn in updates if drawn] == [{view, status}]
+        drawing = [drawn for drawn in updates if view in drawn or status in drawn]
+        assert len(drawing) == 1 and {view, status} <= drawing[0]  # (a cursor blink may join)
         drawn = drawn_text(app)
         assert "thinking aloud" in drawn and "4,321 tok" in drawn
 

@@ -99,6 +99,10 @@ class LineView(ScrollView, can_focus=True):
         """The widget's own style, looked up once per style change rather than per row."""
         self._bar_segments: tuple[Segment, Segment, Segment] | None = None
         """The scrollbar column's cell for NO_BAR, TRACK and THUMB rows."""
+        self._look: tuple[bool, Color] | None = None
+        """Whether the rows are drawn as they are (``_plain``) and the background."""
+        self._box_for: tuple[Size, bool, Size] | None = None
+        """The rows' box (``_box``) and the view's size and horizontal bar it is for."""
         self._drawn_rows = 0
         """Rows the content covered at the last layout (what a shorter text must blank)."""
         self._bar_drawn: tuple[int, int] = (0, 0)
@@ -212,7 +216,7 @@ class LineView(ScrollView, can_focus=True):
             self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
             return
         scroll_y = int(self.scroll_y)
-        height = self.scrollable_content_region.height
+        height = self._box().height
         top = max(changed, scroll_y)
         bottom = min(end, scroll_y + height)
         if top < bottom:
@@ -253,7 +257,16 @@ class LineView(ScrollView, can_focus=True):
 
     def _text_width(self) -> int:
         """Columns for text: the view's width less the scrollbar column."""
-        return max(1, self.scrollable_content_region.width - 1)
+        return max(1, self._box().width - 1)
+
+    def _box(self) -> Size:
+        """The size of the rows' box, the view less its padding, border and Textual's
+        scrollbars: looked up once per size and style, not several times a frame."""
+        size, bar = self.size, self.show_horizontal_scrollbar
+        known = self._box_for
+        if known is None or known[0] != size or known[1] != bar:
+            known = self._box_for = (size, bar, self.scrollable_content_region.size)
+        return known[2]
 
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size without a screen layout (which the reactive would ask
@@ -292,6 +305,8 @@ class LineView(ScrollView, can_focus=True):
         super().notify_style_update()
         self._base_style = None
         self._bar_segments = None
+        self._look = None
+        self._box_for = None
         self.forget_rows()
 
     def forget_rows(self) -> None:
@@ -315,7 +330,7 @@ class LineView(ScrollView, can_focus=True):
     # -- the scrollbar column -------------------------------------------------------------
     def _thumb(self) -> tuple[int, int]:
         """The thumb's first row and the row after its last; (0, 0) when the text fits."""
-        height = self.scrollable_content_region.height
+        height = self._box().height
         total = self.virtual_size.height
         if height <= 0 or total <= height:
             return (0, 0)
@@ -357,7 +372,7 @@ class LineView(ScrollView, can_focus=True):
 
     def _drag_to(self, y: int) -> None:
         """Scroll so that row ``y`` of the bar is where the thumb is."""
-        height = self.scrollable_content_region.height
+        height = self._box().height
         share = min(1.0, max(0.0, y / max(1, height - 1)))
         self.follow = share >= 1.0
         self.scroll_to(y=round(share * self.max_scroll_y), animate=False, immediate=True)
@@ -393,9 +408,11 @@ class LineView(ScrollView, can_focus=True):
         per row. The rows come from the view's own cache, filtered as Textual would filter
         them; Textual's styling pass (which builds every row again after a scroll) runs
         only for a border, padding or an effect the rows do not have."""
-        plain = self._plain()
+        look = self._look
+        if look is None:  # once per style change, as the base style is
+            look = self._look = (self._plain(), self.background_colors[1])
+        plain, background = look
         if plain:
-            _, background = self.background_colors
             self._set_paint((tuple(self.get_line_filters()), background))
         else:
             self._set_paint(None)  # Textual filters what render_line gives it
