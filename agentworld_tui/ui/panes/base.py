@@ -395,11 +395,12 @@ class DomainPane(Vertical):
 
     def _unpark(self) -> None:
         """Runs in the engine thread's context, where no app is active: the frames it
-        schedules run in the pane's own, as its handlers do (each lookup of ``self.app``
-        outside it walks up the widget tree, about 14 µs against 3, many times a frame)."""
-        if self.job is not None:
-            with self.app._context(), self._context():
-                self._schedule_frame()
+        schedules run in the pane's, as its handlers do (outside it, every lookup of
+        ``self.app`` walks up the widget tree)."""
+        if self.job is None or closing(self):
+            return
+        with self.app._context(), self._context():
+            self._schedule_frame()
 
     def _wake(self) -> None:
         """The frame runs in the loop's own callback: through the pane's queue (a message

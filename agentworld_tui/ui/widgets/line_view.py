@@ -221,13 +221,9 @@ class LineView(ScrollView, can_focus=True):
         bottom = min(end, scroll_y + height)
         if top < bottom:
             width = max(self.virtual_size.width, self.size.width)
-            self._repaint(Region(0, top - scroll_y, width, bottom - top))
+            repaint(self, Region(0, top - scroll_y, width, bottom - top))
         if self._thumb() != self._bar_drawn:  # the text grew or shrank out of view
-            self._repaint(Region(self._text_width(), 0, 1, height))
-
-    def _repaint(self, region: Region) -> None:
-        """Have ``region`` (in the view's own coordinates) drawn at the next screen update."""
-        repaint(self, region)
+            repaint(self, Region(self._text_width(), 0, 1, height))
 
     def _rewrap(self, first: int, width: int, grown: bool) -> int:
         """Wrap lines from ``first`` on; returns the first visual row that changed."""
@@ -394,7 +390,7 @@ class LineView(ScrollView, can_focus=True):
     def watch_scroll_y(self, old: float, new: float) -> None:
         # ScrollView's, less its scrollbar (the view draws its own) and its messages.
         if round(old) != round(new):
-            self._repaint(self.size.region)
+            repaint(self, self.size.region)
         if new >= self.max_scroll_y:
             self.follow = True
 
