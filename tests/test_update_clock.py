@@ -44,8 +44,7 @@ async def test_a_screen_update_leaves_nothing_to_wake_for() -> None:
         view.append_lines([Text("drawn by the clock")])
         await pilot.pause()
         assert clock._handle is None
-        drawn = "".join(strip.text for strip in screen._compositor.render_strips())
-        assert "drawn by the clock" in drawn
+        assert "drawn by the clock" in drawn_text(app)
 
 
 def drawn_text(app: AgentWorldApp) -> str:
