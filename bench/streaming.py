@@ -15,6 +15,13 @@ in every other repetition. This machine's speed swings by several per cent from 
 stretch of seconds to the next, so whole runs half a minute apart (``--block 0``, the
 order flipping each repetition) disagree by far more than the app costs.
 
+The bare loop runs on the app's engine thread, always. llama.cpp's CPU threads here are
+OpenMP's, and OpenMP keeps a pool of them for each thread that starts compute: a second
+pool, as decoding on the main thread would make, leaves more pool threads than cores, and
+then every pool thread sleeps after a few spins at each barrier instead of spinning (some
+7,000 wake-ups a second against 7). The app alone never runs in that mode, and in it the
+main thread's work costs the model more, since a woken thread waits for a core.
+
     python bench/streaming.py            # ~100M random model + SmolLM2-135M when installed
     python bench/streaming.py --quick    # a tiny model, a few seconds
 """
@@ -280,6 +287,40 @@ class RawLlama:
         self.llm.close()
 
 
+async def on_engine_thread(app: Any, call: Any, *args: Any) -> Any:
+    """``call(*args)``'s result, run on the app's engine thread (see the module's docstring)."""
+    from agentworld_tui.engines.queue import CallJob
+
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def finish(result: object, error: str | None) -> None:
+        def settle() -> None:
+            if error is None:
+                done.set_result(result)
+            else:
+                done.set_exception(RuntimeError(error))
+
+        loop.call_soon_threadsafe(settle)
+
+    app.queue.call(CallJob(lambda _engine: call(*args), finish))
+    return await done
+
+
+def wakeups() -> int:
+    """Voluntary context switches of all this process's threads so far."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        total += int(line.split()[1])
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return total
+
+
 def ratio(a: float, b: float) -> float:
     return a / b if b > 0 else float("nan")
 
@@ -337,7 +378,8 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     results: list[bool] = []
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 300)
-        raw = RawLlama(model, app.engine.info.n_ctx, threads, args.gpu_layers)
+        n_ctx = app.engine.info.n_ctx
+        raw = await on_engine_thread(app, lambda: RawLlama(model, n_ctx, threads, args.gpu_layers))
         pane = app.active_pane
         clock = Interleave(app.engine, raw, lambda: bool(pane._events), args.block)
         try:
@@ -345,7 +387,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
                 app.params = dataclasses.replace(app.params, enable_thinking=thinking)
                 results.append(await compare(app, pilot, raw, clock, label, args))
         finally:
-            raw.close()
+            await on_engine_thread(app, raw.close)
         await app.action_quit()
     return results
 
@@ -356,15 +398,18 @@ async def compare(
     """Alternate the app and the bare loop on the same prompt; print the rates and ratios."""
     await app_turn(app, pilot, clock)  # warm-up: the prompt is read once and stays cached
     prompt = prompt_tokens(app)
-    raw.loop(prompt, app.params)
+    await on_engine_thread(app, raw.loop, prompt, app.params)
     clock.prompt, clock.params = prompt, app.params
     view = "reasoning panel" if app.params.enable_thinking else "terminal view"
     where = app.engine.info.where
     print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads · {where}")
+    woken, started = wakeups(), time.perf_counter()
     if args.block:
         ratios = await interleaved(app, pilot, clock, args)
     else:
         ratios = await whole_turns(app, pilot, raw, clock, args)
+    woken_rate = (wakeups() - woken) / (time.perf_counter() - started)
+    print(f"  threads woken (voluntary context switches) a second   {woken_rate:.0f}")
     summary = summarize(ratios)
     print(f"  app ÷ bare loop          {summary.show()}")
     ok = summary.median >= TARGET
@@ -423,9 +468,11 @@ async def whole_turns(
             if side == "app":
                 runs["app"] = await app_turn(app, pilot, clock)
             else:
-                runs["loop"] = raw.loop(prompt, app.params)
+                runs["loop"] = await on_engine_thread(app, raw.loop, prompt, app.params)
                 if args.completion:
-                    runs["completion"] = raw.completion(prompt, app.params)
+                    runs["completion"] = await on_engine_thread(
+                        app, raw.completion, prompt, app.params
+                    )
         app_run, loop_run = runs["app"], runs["loop"]
         assert app_run is not None and loop_run is not None
         for key, run in runs.items():

@@ -31,6 +31,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"all blocks pooled: app ÷ bare loop {NUMBER}",
         r"reasoning panel",
         r"terminal view",
+        rf"threads woken \(voluntary context switches\) a second +{NUMBER}$",
     ],
     "streaming --block 0": [
         r"whole app turns alternating with whole runs",
@@ -39,6 +40,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"app ÷ bare loop +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
         rf"app's main thread, % of a core +{MEDIAN}",
         rf"from first to last token +{MEDIAN}",
+        rf"threads woken \(voluntary context switches\) a second +{NUMBER}$",
     ],
     "history": [
         rf"^ +2 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER}$",
