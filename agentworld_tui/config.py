@@ -241,6 +241,8 @@ def setup_logging(level: str = "INFO") -> Path | None:
     except OSError:
         root.addHandler(logging.NullHandler())
         return None
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s")
+    )
     root.addHandler(handler)
     return path

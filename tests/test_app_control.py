@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
 from test_app import make_app, pane, turn_done, wait_for
+
+from agentworld_tui.engines.queue import CallJob, EngineQueue
 
 VERDICT = {
     "strengths": ["echoes the command"],
@@ -72,3 +76,67 @@ async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
         assert judged["judgement"], judged["error"]
         assert judged["judgement"]["total"] == pytest.approx(4.0)
         assert "★ judged 4.00/5 (75/100)" in pane(app).screen_view.text
+
+
+class Loads(logging.Handler):
+    """The engine's "loaded" records: which model file, on which thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("loaded "):
+            self.seen.append((str(record.args[0]), record.threadName))  # type: ignore[index]
+
+
+async def test_a_judge_model_of_its_own_decodes_on_the_engine_thread(
+    model: Path, tmp_path: Path
+) -> None:
+    # A second decoding thread would give llama.cpp a second OpenMP pool: every pool
+    # thread would then sleep at each barrier (engines/queue.py).
+    judge = write_scripted_model(tmp_path / "judge.gguf", SCRIPT)
+    loads = Loads()
+    engine_log = logging.getLogger("agentworld.engine")
+    engine_log.addHandler(loads)
+    level = engine_log.level
+    engine_log.setLevel(logging.INFO)
+    try:
+        app = make_app(model)
+        async with app.run_test(size=(130, 40)) as pilot:
+            await asyncio.wait_for(app.model_ready.wait(), 30)
+            await pilot.press(*"ls", "enter")
+            await wait_for(pilot, turn_done(app))
+            await pilot.press("f11")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
+            app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md\n"
+            app.screen.query_one("#local").value = True
+            app.screen.query_one("#path").value = str(judge)
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
+            judged = pane(app).session.turns[0].judgement
+            assert judged is not None and judged["judgement"], judged
+            assert judged["judgement"]["total"] == pytest.approx(4.0)
+    finally:
+        engine_log.removeHandler(loads)
+        engine_log.setLevel(level)
+    assert loads.seen == [(str(model), "engine"), (str(judge), "engine")]
+
+
+def test_a_call_that_brings_its_own_model_runs_with_none_loaded() -> None:
+    queue = EngineQueue(None)
+    results: list[tuple[object, str | None]] = []
+    finished = threading.Event()
+
+    def note(result: object, error: str | None) -> None:
+        results.append((result, error))
+        if len(results) == 2:
+            finished.set()
+
+    queue.call(CallJob(lambda _engine: "needs one", note))
+    queue.call(CallJob(lambda _engine: threading.current_thread().name, note, needs_model=False))
+    try:
+        assert finished.wait(10)
+    finally:
+        queue.close()
+    assert results == [(None, "no model is loaded"), ("engine", None)]

@@ -1,7 +1,11 @@
 """One model, many tabs: turns run one at a time, in the order they were asked for.
 
 The engine lives on a single worker thread (llama.cpp contexts are not thread-safe, and a
-model load must never block the UI). Jobs report their events through a callback called on
+model load must never block the UI). Every local model decodes there, a judge's too:
+llama.cpp's CPU threads come from OpenMP, which keeps a pool of them for each thread that
+starts compute, and a second pool leaves more pool threads than cores, so that each of
+them sleeps after a few spins at every barrier (the same model then decodes at a half or
+less of its speed here). Jobs report their events through a callback called on
 that thread; the caller decides how to hand them to its own thread.
 """
 
@@ -61,6 +65,9 @@ class CallJob:
     call: Callable[[Engine], object]
     on_done: Callable[[object, str | None], None]
     """Called with the result, or with None and the error message."""
+    needs_model: bool = True
+    """False for a call that brings its own model (a judge's): it runs with none loaded,
+    and is handed the queue's engine, whatever its state, or None."""
 
 
 class EngineQueue:
@@ -154,11 +161,11 @@ class EngineQueue:
             job.on_done(None)
 
     def _call(self, job: CallJob) -> None:
-        if self.engine is None or not self.engine.loaded:
+        if job.needs_model and (self.engine is None or not self.engine.loaded):
             job.on_done(None, "no model is loaded")
             return
         try:
-            result = job.call(self.engine)
+            result = job.call(self.engine)  # type: ignore[arg-type]  # None: needs_model off
         except Exception as exc:  # reported, never fatal to the worker
             log.exception("engine call failed")
             job.on_done(None, str(exc))

@@ -832,25 +832,38 @@ class AgentWorldApp(App[int]):
                     lambda engine: run_judge(engine, messages, reference=request.reference), done
                 )
             )
-        else:
-            spec = request.judge
+            return
+        spec = request.judge
 
-            def elsewhere() -> None:
-                from agentworld_tui.engines.base import EngineError
-                from agentworld_tui.evaluation.judging import make_judge_engine
+        def judged_elsewhere(_engine: object = None) -> object:
+            from agentworld_tui.evaluation.judging import make_judge_engine
 
-                try:
-                    engine = make_judge_engine(spec)
-                    engine.load()
-                except EngineError as exc:
-                    done(None, str(exc))
-                    return
-                try:
-                    done(run_judge(engine, messages, reference=request.reference), None)
-                finally:
-                    engine.unload()
+            engine = make_judge_engine(spec)
+            engine.load()
+            try:
+                return run_judge(engine, messages, reference=request.reference)
+            finally:
+                engine.unload()
 
-            threading.Thread(target=elsewhere, name="judge", daemon=True).start()
+        if not spec.server:
+            # A judge model of its own decodes on the engine thread too, in turn with the
+            # tabs' turns: llama.cpp's OpenMP threads come in a pool per thread that starts
+            # compute, and two pools are more threads than cores, so every pool thread then
+            # sleeps at each barrier instead of spinning (decoding at half speed or less).
+            self.queue.call(CallJob(judged_elsewhere, done, needs_model=False))
+            return
+
+        def on_its_thread() -> None:  # a server: nothing here waits for the tabs' turns
+            from agentworld_tui.engines.base import EngineError
+
+            try:
+                verdict = judged_elsewhere()
+            except EngineError as exc:
+                done(None, str(exc))
+                return
+            done(verdict, None)
+
+        threading.Thread(target=on_its_thread, name="judge", daemon=True).start()
 
     def _judged(self, pane: DomainPane, turn: Turn, verdict: object, error: str | None) -> None:
         from agentworld_tui.ui.screens.judge_view import JudgeView
