@@ -147,6 +147,12 @@ class Interleave:
                             continue
                     elif isinstance(event, Finished):
                         self.marks.append((time.perf_counter(), time.clock_gettime(self.clock)))
+                        if raw_tokens is not None and current.first is not None:
+                            # A model that ended its answer within a block (SmolLM2): the
+                            # bare loop, sampling the same tokens, ends at the same one.
+                            self.app_blocks.append(current)
+                            if not self.raw_first:
+                                self._raw_block(raw_tokens)
                     yield event
             finally:
                 if raw_tokens is not None:
