@@ -6,11 +6,15 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ggufgen import write_scripted_model
 from test_app import make_app, pane, turn_done, wait_for
+from textual.screen import Screen
+from textual.widgets import Input, RadioButton
 
 from agentworld_tui.engines.queue import CallJob, EngineQueue
 
@@ -60,7 +64,10 @@ async def test_a_preset_perturbation_reaches_the_next_turn_and_shows_a_badge(mod
         assert pane(app).session.control is None  # next turn only, by default
 
 
-async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
+async def judge_the_turn(model: Path, pick: Callable[[Screen[object]], None] | None = None) -> Any:
+    """A turn typed into the terminal, then judged with F11 (``pick`` chooses the judge on
+    the setup screen; the loaded model by default): the turn's judgement and the terminal's
+    text once the verdict shows."""
     app = make_app(model)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
@@ -69,13 +76,19 @@ async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
         await pilot.press("f11")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
         app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md  src\n"
+        if pick is not None:
+            pick(app.screen)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
-        judged = pane(app).session.turns[0].judgement
-        assert judged is not None, judged
-        assert judged["judgement"], judged["error"]
-        assert judged["judgement"]["total"] == pytest.approx(4.0)
-        assert "★ judged 4.00/5 (75/100)" in pane(app).screen_view.text
+        return pane(app).session.turns[0].judgement, pane(app).screen_view.text
+
+
+async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
+    judged, shown = await judge_the_turn(model)
+    assert judged is not None, judged
+    assert judged["judgement"], judged["error"]
+    assert judged["judgement"]["total"] == pytest.approx(4.0)
+    assert "★ judged 4.00/5 (75/100)" in shown
 
 
 class Loads(logging.Handler):
@@ -101,22 +114,15 @@ async def test_a_judge_model_of_its_own_decodes_on_the_engine_thread(
     engine_log.addHandler(loads)
     level = engine_log.level
     engine_log.setLevel(logging.INFO)
+
+    def local(setup: Screen[object]) -> None:
+        setup.query_one("#local", RadioButton).value = True
+        setup.query_one("#path", Input).value = str(judge)
+
     try:
-        app = make_app(model)
-        async with app.run_test(size=(130, 40)) as pilot:
-            await asyncio.wait_for(app.model_ready.wait(), 30)
-            await pilot.press(*"ls", "enter")
-            await wait_for(pilot, turn_done(app))
-            await pilot.press("f11")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
-            app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md\n"
-            app.screen.query_one("#local").value = True
-            app.screen.query_one("#path").value = str(judge)
-            await pilot.press("ctrl+s")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
-            judged = pane(app).session.turns[0].judgement
-            assert judged is not None and judged["judgement"], judged
-            assert judged["judgement"]["total"] == pytest.approx(4.0)
+        judged, _ = await judge_the_turn(model, local)
+        assert judged is not None and judged["judgement"], judged
+        assert judged["judgement"]["total"] == pytest.approx(4.0)
     finally:
         engine_log.removeHandler(loads)
         engine_log.setLevel(level)
