@@ -151,7 +151,11 @@ async def test_edit_switch_regenerate_and_restore_through_the_branches_screen(
 
         saved = app.workspace.path
         assert saved is not None
-        await wait_for(pilot, saved.exists)
+        # The file is there since the first turn; the app saves again once it has the
+        # turn's end, which can come after the pane is idle.
+        await wait_for(
+            pilot, lambda: saved.exists() and load_workspace(saved).tabs[0].branch_id == 3
+        )
     reopened = load_workspace(saved).tabs[0]
     assert reopened.branch_id == 3 and len(reopened.branches) == 3
     first = next(b for b in reopened.branches if b.id == 1)
