@@ -385,7 +385,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
     async with app.run_test(size=(160, 50)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 300)
         n_ctx = app.engine.info.n_ctx
-        raw = await on_engine_thread(app, lambda: RawLlama(model, n_ctx, threads, args.gpu_layers))
+        raw = await on_engine_thread(app, RawLlama, model, n_ctx, threads, args.gpu_layers)
         pane = app.active_pane
         clock = Interleave(app.engine, raw, lambda: bool(pane._events), args.block)
         try:
