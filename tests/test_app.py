@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ggufgen import write_scripted_model
+from textual import events
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 from textual.widget import Widget
@@ -555,6 +556,57 @@ async def test_the_first_frame_shows_the_command_line_focused() -> None:
         assert focused_at_first_frame == [pane(app).query_one(Input)]
         await pilot.press(*"pwd")
         assert pane(app).query_one(Input).value == "pwd"
+
+
+async def test_the_first_frame_is_styled_as_a_full_restyle_would_style_it() -> None:
+    """The main screen skips the restyle of every widget that Textual does as it first
+    shows a screen (MainScreen._on_screen_resume): each widget was styled as it was
+    mounted. At the first frame, restyling them all changes no style and no cell."""
+    seen: dict[str, object] = {}
+
+    class Restyled(AgentWorldApp):
+        CSS_PATH = Path(inspect.getfile(AgentWorldApp)).with_name("app.tcss")
+
+        def on_ready(self) -> None:
+            nodes = list(self.screen.walk_children(with_self=True))
+            seen["styled"] = [dict(node._css_styles.get_rules()) for node in nodes]
+            seen["cells"] = self.screen.render_lines(self.screen.outer_size.region)
+            self.stylesheet.update_nodes(nodes, animate=False)
+            seen["restyled"] = [dict(node._css_styles.get_rules()) for node in nodes]
+            seen["cells again"] = self.screen.render_lines(self.screen.outer_size.region)
+
+    app = make_app(None, Restyled)
+    async with app.run_test(size=(120, 36)):
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+    assert seen["styled"] == seen["restyled"]
+    assert len(seen["styled"]) > 30  # type: ignore[arg-type]
+    assert seen["cells"] == seen["cells again"]
+
+
+async def test_a_resize_to_the_size_laid_out_lays_nothing_out() -> None:
+    """Textual sends the screen resizes of the size it already has (three at start); the
+    main screen lays itself out again only for a new size."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.pause()
+        screen = app.screen
+        layouts: list[object] = []
+        reflow = screen._compositor.reflow
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            layouts.append(args[1])
+            return reflow(*args, **kwargs)
+
+        screen._compositor.reflow = counted  # type: ignore[method-assign]
+        screen.post_message(events.Resize(screen.size, screen.size))
+        await pilot.pause()
+        assert layouts == []
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert layouts and layouts[-1] == (100, 30)
+        assert screen.size == (100, 30)
+        assert app.query_one(StatusBar).region.width == 100
 
 
 async def test_frames_of_the_views_leave_the_one_row_widgets_above_them_alone() -> None:
