@@ -6,8 +6,13 @@ the moment the child reports Textual's Ready event (sent once the first frame is
 Runs alternate between the two apps, the order flipping each repetition. Then it checks
 that ``agentworld --version`` and ``--help`` import neither Textual nor llama.cpp.
 
-    python bench/startup.py            # 21 alternating repetitions
-    python bench/startup.py --quick    # 5, the same measurement
+    python bench/startup.py                   # 21 alternating repetitions
+    python bench/startup.py --quick           # 5, the same measurement
+    python bench/startup.py --instructions    # also count instructions (valgrind)
+
+With ``--instructions`` it also runs each app under valgrind's cachegrind, up to its first
+frame, and counts the instructions it executes: the same work in CPU instructions, which a
+busy machine does not change (the times above vary by a third between runs here).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import argparse
 import fcntl
 import os
 import pty
+import re
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -24,6 +31,7 @@ import tempfile
 import termios
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,8 +64,9 @@ def child_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def first_frame_seconds(which: str, env: dict[str, str]) -> float:
-    """Spawn the child on a fresh pty; seconds from spawn to its first frame."""
+def first_frame_seconds(which: str, env: dict[str, str], wrapper: Sequence[str] = ()) -> float:
+    """Spawn the child on a fresh pty (under ``wrapper``, a command that runs it); seconds
+    from spawn to its first frame."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 36, 120, 0, 0))
     ready_read, ready_write = os.pipe()
@@ -76,7 +85,7 @@ def first_frame_seconds(which: str, env: dict[str, str]) -> float:
     reader.start()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, str(FIRST_FRAME), which],
+        [*wrapper, sys.executable, str(FIRST_FRAME), which],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -102,6 +111,40 @@ def first_frame_seconds(which: str, env: dict[str, str]) -> float:
         os.close(master)
         os.close(ready_read)
     return elapsed
+
+
+def first_frame_instructions(which: str, env: dict[str, str], scratch: Path) -> float:
+    """Millions of instructions the child executes from its start to its first frame."""
+    log = scratch / f"cachegrind-{which}.log"
+    wrapper = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        f"--log-file={log}",
+    ]
+    first_frame_seconds(which, {**env, "BENCH_EXIT_AT_READY": "1"}, wrapper)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text())
+    if found is None:
+        raise RuntimeError(f"{which}: no instruction count in valgrind's log {log}")
+    return int(found.group(1).replace(",", "")) / 1e6
+
+
+def instructions(env: dict[str, str], scratch: Path, reps: int) -> None:
+    """Print the instructions to the first frame of each app, and their ratio."""
+    print("\ninstructions from process start to first frame (valgrind cachegrind)")
+    if shutil.which("valgrind") is None:
+        print("  valgrind is not installed: no instruction counts")
+        return
+    counts: dict[str, list[float]] = {"agentworld": [], "minimal": []}
+    for rep in range(reps):
+        order = ("agentworld", "minimal") if rep % 2 == 0 else ("minimal", "agentworld")
+        for which in order:
+            counts[which].append(first_frame_instructions(which, env, scratch))
+    for which, values in counts.items():
+        print(f"  {which:>10}  {summarize(values).show(1, ' M')}")
+    ratios = [a / m for a, m in zip(counts["agentworld"], counts["minimal"], strict=True)]
+    print(f"  agentworld ÷ minimal  {summarize(ratios).show()}")
 
 
 IMPORT_PROBE = """
@@ -137,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 repetitions")
     parser.add_argument("--reps", type=int, default=0)
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (valgrind)"
+    )
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     reps = args.reps or (5 if args.quick else 21)
@@ -159,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = summarize(ratios)
         print(f"  agentworld ÷ minimal  {ratio.show()}")
         print(f"  target <= {TARGET}: {verdict(ratio.median <= TARGET)}")
+        if args.instructions:
+            instructions(env, Path(scratch), 3)
         print("\ncommands that must stay light")
         light = light_commands(env)
         print(f"  --version and --help stay light: {verdict(light)}")

@@ -67,6 +67,13 @@ EXPECTED: dict[str, list[str]] = {
         rf"minimal +{MEDIAN} ms",
         rf"agentworld ÷ minimal +{MEDIAN}",
     ],
+    "startup --instructions": [
+        rf"agentworld +{MEDIAN} ms",
+        r"instructions from process start to first frame \(valgrind cachegrind\)$",
+        # valgrind is on this project's machines; elsewhere the bench says it is missing
+        rf"(agentworld +{MEDIAN} M  .*\n +minimal +{MEDIAN} M  .*\n +agentworld ÷ minimal +"
+        rf"{MEDIAN}|valgrind is not installed: no instruction counts)",
+    ],
     "memory": [
         rf"after \d+ turns: {NUMBER} MiB beyond the model's mapping",
         rf"llama-cpp-python alone, same model, context and prompt: {NUMBER} MiB",
@@ -103,6 +110,6 @@ def test_quick_mode_runs_and_prints_its_figures(name: str) -> None:
     verdicts = re.findall(r"target .*: (meets the target|MISSES the target)", out)
     if name != "memory":  # memory has no target, only a figure to report
         assert verdicts, out
-    if name == "startup":
+    if name.startswith("startup"):
         # Not a timing: which modules ``--version`` and ``--help`` import is exact.
         assert "--version and --help stay light: meets the target" in out, out
