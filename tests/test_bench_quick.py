@@ -57,6 +57,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"a delta a token +{MEDIAN} ms",
         rf"one delta +{MEDIAN} ms",
         rf"token by token ÷ at once +{MEDIAN}",
+        rf"streamed beyond at once over the {NUMBER} s stream, % of a core +{MEDIAN}%",
         rf"4 tokens a frame +{MEDIAN} ms",
         rf"all at once +{MEDIAN} ms",
         rf"streamed \(4 a frame\) ÷ at once +{MEDIAN}",
