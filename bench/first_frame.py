@@ -2,7 +2,8 @@
 
 When Textual has drawn the first frame it sends the app a Ready event; a handler added to
 ``App`` itself (so it runs for any app, whatever its own handlers) writes one byte to the
-file descriptor the parent passed and exits. The handler is added the moment
+file descriptor the parent passed and exits (at once, with ``BENCH_EXIT_AT_READY`` set, so
+that an instruction count ends at the first frame). The handler is added the moment
 ``textual.app`` is first imported, by whichever app imports it, so each app starts exactly
 as it does on its own (the import happens where the app does it). Which app:
 ``agentworld`` (the real command line, ``agentworld_tui.cli.main([])``, with no model
