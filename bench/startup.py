@@ -136,11 +136,11 @@ def instructions(env: dict[str, str], scratch: Path, reps: int) -> None:
     if shutil.which("valgrind") is None:
         print("  valgrind is not installed: no instruction counts")
         return
-    counts: dict[str, list[float]] = {"agentworld": [], "minimal": []}
-    for rep in range(reps):
-        order = ("agentworld", "minimal") if rep % 2 == 0 else ("minimal", "agentworld")
-        for which in order:
-            counts[which].append(first_frame_instructions(which, env, scratch))
+    # A count does not depend on what else the machine runs: no need to alternate.
+    counts = {
+        which: [first_frame_instructions(which, env, scratch) for _ in range(reps)]
+        for which in ("agentworld", "minimal")
+    }
     for which, values in counts.items():
         print(f"  {which:>10}  {summarize(values).show(1, ' M')}")
     ratios = [a / m for a, m in zip(counts["agentworld"], counts["minimal"], strict=True)]
