@@ -866,9 +866,7 @@ class AgentWorldApp(App[int]):
 
         if not spec.server:
             # A judge model of its own decodes on the engine thread too, in turn with the
-            # tabs' turns: llama.cpp's OpenMP threads come in a pool per thread that starts
-            # compute, and two pools are more threads than cores, so every pool thread then
-            # sleeps at each barrier instead of spinning (decoding at half speed or less).
+            # tabs' turns: a second decoding thread halves llama.cpp's speed (engines/queue.py).
             self.queue.call(CallJob(judged_elsewhere, done, needs_model=False))
             return
 
