@@ -354,7 +354,7 @@ async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> Non
         tab._next_frame = 0.0  # due now
         tab._drain()
         assert tab.reasoning.view.text == "thinking on"
-        shown = str(status.content)  # before any message is handled
+        shown = str(status.render())  # before any message is handled
         assert "4,321 tok" in shown and "reasoning 4,321" in shown
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Self
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.widget import Widget
 
-from agentworld_tui.ui.update_clock import repaint as repaint_now
+from agentworld_tui.ui.update_clock import repaint
 
 
 @dataclass
@@ -35,7 +37,8 @@ def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
 
 
-def status_text(info: StatusInfo) -> Text:
+def status_parts(info: StatusInfo) -> tuple[tuple[str, str], ...]:
+    """The line's fields, each with its style."""
     parts: list[tuple[str, str]] = [(info.model, "bold")]
     if info.where:
         parts.append((info.where, ""))
@@ -54,34 +57,84 @@ def status_text(info: StatusInfo) -> Text:
         parts.append((f"{info.omitted_turns} old turns left out", "yellow"))
     if info.queued:
         parts.append((f"queued: {', '.join(info.queued)}", "magenta"))
-    text = Text(no_wrap=True, overflow="ellipsis")
-    for i, (value, style) in enumerate(parts):
-        if i:
-            text.append(" │ ", "dim")
-        text.append(value, style)
-    return text
+    return tuple(parts)
 
 
-class StatusBar(Static):
+SEPARATOR = " │ "
+_STYLES = {name: Style.parse(name) for name in ("bold", "dim", "bold cyan", "yellow", "magenta")}
+
+
+class StatusBar(Widget):
+    """One line with a blank cell at each end, cut with an ellipsis when it is too long.
+
+    The bar draws the line itself: a ``Static`` turns its text into Textual's content and
+    builds it through the widget's styling pass, about a millisecond here for each new
+    line, and while a turn streams the counters change every second."""
+
     DEFAULT_CSS = """
     StatusBar {
         height: 1;
         background: $panel;
-        padding: 0 1;
     }
     """
 
-    def show(self, info: StatusInfo) -> None:
-        # One fixed line: new text never changes its size, so no screen layout is needed
-        # (a layout redraws the whole screen, several times a second while streaming).
-        self.update(status_text(info), layout=False)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._parts: tuple[tuple[str, str], ...] = ()
+        self._row: tuple[object, Strip] | None = None
+        """The line as drawn, and the width and line filters it was drawn for."""
+        self._style: Style | None = None
+        """The widget's own style, looked up once per style change."""
 
-    def refresh(
-        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
-    ) -> Self:
-        """A new line is drawn with the screen's next update, without messages (see
-        ``update_clock.repaint``): while text streams, in the same update as the text."""
-        if repaint and not layout and not recompose:
-            repaint_now(self, *regions)
-            return self
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+    def show(self, info: StatusInfo) -> None:
+        parts = status_parts(info)
+        if parts != self._parts:
+            self._parts = parts
+            # Drawn with the screen's next update, without messages (see
+            # ``update_clock.repaint``): while text streams, in the same update as the text.
+            repaint(self)
+
+    def render(self) -> Text:
+        text = Text()
+        for i, (value, style) in enumerate(self._parts):
+            if i:
+                text.append(SEPARATOR, "dim")
+            text.append(value, style)
+        return text
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._style = None
+        self._row = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        width = self.size.width
+        key = (width, self._parts, *self.get_line_filters())
+        if self._row is None or self._row[0] != key:
+            self._row = (key, self._draw(width))
+        strips = [self._row[1]] * len(crop.line_range)
+        if crop.column_span != (0, width):
+            strips = [strip.crop(*crop.column_span) for strip in strips]
+        return strips
+
+    def _draw(self, width: int) -> Strip:
+        if self._style is None:
+            self._style = self.rich_style
+        base = self._style
+        segments: list[Segment] = []
+        for i, (value, style) in enumerate(self._parts):
+            if i:
+                segments.append(Segment(SEPARATOR, base + _STYLES["dim"]))
+            segments.append(Segment(value, base + _STYLES[style] if style else base))
+        line = Strip(segments)
+        room = width - 2
+        if line.cell_length > room > 0:
+            line = line.crop(0, room - 1)
+            end = list(line)[-1].style if line.cell_length else base
+            line = Strip([*line, Segment("…", end)])
+        blank = Style(bgcolor=base.bgcolor)  # as Textual pads: the background alone
+        cells = [Segment(" ", blank), *line.extend_cell_length(room, blank), Segment(" ", blank)]
+        background = self.background_colors[1]
+        for line_filter in self.get_line_filters():
+            cells = line_filter.apply(cells, background)
+        return Strip(cells).crop(0, width)
