@@ -274,3 +274,44 @@ async def test_a_new_row_is_one_strip_filtered_as_textual_would() -> None:
         again = view.render_lines(whole)[3]
         assert list(again) == list(row)  # the view's own pass: filtered the same way
         assert next(iter(again)).style.color.triplet is not None
+
+
+async def test_a_screen_update_draws_again_only_the_rows_that_changed() -> None:
+    """Rows not repainted since the last update are handed over as they were; every
+    update still shows what a fresh draw of every row shows."""
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        await pilot.pause()
+        whole = Region(0, 0, *view.outer_size)
+        asked: list[int] = []
+        render_line = view.render_line
+
+        def counted(y: int) -> Strip:
+            asked.append(y)
+            return render_line(y)
+
+        view.render_line = counted  # type: ignore[method-assign]
+
+        def update() -> list[int]:
+            """The rows an update draws; what it shows must be what a fresh draw shows."""
+            asked.clear()
+            shown = cells(view)
+            drawn = list(asked)
+            view.forget_rows()
+            assert shown == cells(view)
+            return drawn
+
+        view.append("first line\nsecond")
+        update()
+        update()  # a fresh draw: the view has handed nothing yet
+        view.append(" line grows")  # the second row only
+        assert update() == [1]
+        assert update() == []  # nothing changed
+        for step in range(12):  # past the bottom: the view scrolls, every row moves
+            view.append(f"\nrow {step}")
+        assert view.scroll_y > 0
+        assert update() == list(range(view.size.height))
+        view.truncate(1)  # back to the top: the rows below go blank
+        assert sorted(update()) == list(range(view.size.height))
+        assert [strip.text.strip() for strip in view.render_lines(whole)][:2] == ["first line", ""]

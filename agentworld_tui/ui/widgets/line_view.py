@@ -109,6 +109,12 @@ class LineView(ScrollView, can_focus=True):
         """The thumb's rows at the last screen update."""
         self._pass: tuple[int, int, int, int, int] | None = None
         """One screen update's scroll offset, text width and thumb rows."""
+        self._handed: tuple[tuple[Region, tuple[int, int, int, int, int]], list[Strip]] | None
+        self._handed = None
+        """The rows last handed to the screen, with the crop and geometry they were for."""
+        self._stale: set[int] = set()
+        """Rows repainted since then: the others are handed again as they were (a screen
+        update asks for every row of the view, however few changed)."""
         self._dragging = False
 
     # -- content ------------------------------------------------------------------------
@@ -308,6 +314,16 @@ class LineView(ScrollView, can_focus=True):
     def forget_rows(self) -> None:
         """Draw every row again (a subclass that styles rows has changed how)."""
         self._cache.clear()
+        self._handed = None
+
+    def _set_dirty(self, *regions: Region) -> None:
+        super()._set_dirty(*regions)
+        if not regions:
+            self._handed = None
+        elif self._handed is not None:
+            stale = self._stale
+            for region in regions:
+                stale.update(region.line_range)
 
     def on_mouse_scroll_up(self) -> None:
         self.follow = False
@@ -417,9 +433,21 @@ class LineView(ScrollView, can_focus=True):
         try:
             if not plain:
                 return super().render_lines(crop)
-            strips = [self.render_line(y) for y in crop.line_range]
-            if crop.column_span != (0, self.size.width):
-                strips = [strip.crop(*crop.column_span) for strip in strips]
+            key = (crop, self._pass)
+            handed = self._handed
+            if handed is not None and handed[0] == key:
+                strips = list(handed[1])
+                rows = [y for y in self._stale if crop.y <= y < crop.bottom]
+            else:
+                strips = [Strip.blank(0)] * crop.height
+                rows = list(crop.line_range)
+            span = crop.column_span
+            whole = span == (0, self.size.width)
+            for y in rows:
+                strip = self.render_line(y)
+                strips[y - crop.y] = strip if whole else strip.crop(*span)
+            self._handed = (key, strips)
+            self._stale.clear()
             return strips
         finally:
             self._pass = None
@@ -427,7 +455,7 @@ class LineView(ScrollView, can_focus=True):
     def _set_paint(self, paint: tuple[tuple[LineFilter, ...], Color] | None) -> None:
         if paint != self._paint:
             self._paint = paint
-            self._cache.clear()
+            self.forget_rows()
 
     def _plain(self) -> bool:
         """Whether the rows are drawn as they are: no border, outline, padding, tint,
