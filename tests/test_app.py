@@ -253,10 +253,16 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
             assert gaps[-1] < 1.5 * base.FRAME_SECONDS
             next_gap(tab, 0.02, 0.02)
             assert tab._gap > base.FRAME_SECONDS
-            # A model on a server takes nothing from this machine: frames come at full pace.
+            # A model on a server takes nothing from this machine: its turns' frames come at
+            # full pace.
+            from agentworld_tui.domains.terminal import command
             from agentworld_tui.engines.remote import RemoteEngine
 
-            app.engine = RemoteEngine("http://127.0.0.1:9")
+            await asyncio.wait_for(app.tabs_ready.wait(), 30)
+            app.engine, app.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+            assert tab._local
+            assert tab.send(tab.domain.make_action([command("ls")]))  # (the queue has none)
+            assert not tab._local
             next_gap(tab, 0.02, 0.02)
             tab._next_frame = 0.0
             now = time.monotonic()
@@ -264,6 +270,29 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
             assert tab._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
     finally:
         gc.enable()
+
+
+async def test_a_frame_due_as_the_app_closes_draws_nothing() -> None:
+    """The engine's last events can reach a pane as the app quits: a frame that comes
+    after its views are gone draws nothing, and raises nothing."""
+    import time
+
+    from agentworld_tui.domains.terminal import command
+    from agentworld_tui.engines.base import Finished
+    from agentworld_tui.engines.remote import RemoteEngine
+
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        tab = pane(app)
+        app.engine, app.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+        assert tab.send(tab.domain.make_action([command("ls")]))  # the queue has no model
+        tab._next_frame = time.monotonic() + 3600  # the frame comes after the app has closed
+        await wait_for(pilot, lambda: any(isinstance(event, Finished) for event in tab._events))
+    assert tab.job is not None
+    tab._next_frame = 0.0
+    tab._frame_timer()
+    assert tab.job is not None  # nothing was drawn
 
 
 async def test_a_pane_parks_while_the_engine_is_silent_and_the_engine_wakes_it(

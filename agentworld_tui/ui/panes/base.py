@@ -124,6 +124,8 @@ class DomainPane(Vertical):
         self._next_frame = 0.0
         self._gap = FRAME_SECONDS
         self._last_frame: tuple[float, float] | None = None
+        self._local = True
+        """The turn's model runs on this machine (its frames are paced, see UI_SHARE)."""
         """When the last frame began: wall clock and main-thread CPU time."""
 
     # -- layout ---------------------------------------------------------------------------
@@ -290,6 +292,8 @@ class DomainPane(Vertical):
         self._started = time.monotonic()
         self._first_token = 0.0
         self._last_frame = None  # the main thread's share is measured from the first frame
+        engine = self.awt_app.engine
+        self._local = engine is None or not engine.info.remote  # frames paced (UI_SHARE)
         budget = self.awt_app.params.reasoning_budget
         self.status = StatusInfo(reasoning_budget=budget, phase="waiting")
         self.job = TurnJob(
@@ -414,6 +418,8 @@ class DomainPane(Vertical):
 
     def _frame_timer(self) -> None:
         self._timer = None
+        if closing(self):  # its views may be gone already (a quit as a turn ends)
+            return
         self._drain()
         if self.job is not None:
             self._schedule_frame()
@@ -487,8 +493,7 @@ class DomainPane(Vertical):
         now = time.monotonic()
         if now < self._next_frame:
             return False
-        engine = self.awt_app.engine
-        if engine is not None and engine.info.remote:
+        if not self._local:
             self._next_frame = now + FRAME_SECONDS
             return True
         cpu = time.thread_time()
