@@ -649,16 +649,24 @@ async def test_a_resize_to_the_size_laid_out_lays_nothing_out() -> None:
 async def test_frames_of_the_views_leave_the_one_row_widgets_above_them_alone() -> None:
     """A screen update renders every widget whose container's area it touches: the
     scenario line and the reasoning panel's title sit in one-row containers of their own,
-    so the frames of a streaming view (the reasoning, then the answer) do not render them
-    again."""
+    and the panel's border is a column of its own, so the frames of a streaming view (the
+    reasoning, then the answer) do not render them again."""
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         terminal = pane(app)
+        terminal.line.cursor_blink = False  # as while its tab streams (a blink is a change)
+        await pilot.pause()
         rendered: dict[str, int] = {}
         widgets = {
             name: terminal.query_one(f"#{name}")
-            for name in ("scenario-line", "reasoning-title", "reasoning-view", "screen")
+            for name in (
+                "scenario-line",
+                "reasoning-title",
+                "reasoning-edge",
+                "reasoning-view",
+                "screen",
+            )
         }
         for name, widget in widgets.items():
 
@@ -675,6 +683,7 @@ async def test_frames_of_the_views_leave_the_one_row_widgets_above_them_alone() 
         assert rendered.get("screen", 0) >= 10
         assert "scenario-line" not in rendered
         assert "reasoning-title" not in rendered
+        assert "reasoning-edge" not in rendered
 
 
 def still_widgets(app: AgentWorldApp) -> dict[str, Widget]:
@@ -682,8 +691,8 @@ def still_widgets(app: AgentWorldApp) -> dict[str, Widget]:
     return {
         "screen": app.screen,
         "tab bar": app.tabs().query_one(Tabs),
-        "reasoning frame": pane(app).query_one("#reasoning-frame"),
         # between the views and the status line, which a frame's counters update
+        "reasoning edge": pane(app).query_one("#reasoning-edge"),
         "footer": app.query_one(Footer),
         "prompt": pane(app).query_one("#prompt-row Label"),
         "command line": pane(app).query_one("#keystrokes"),
@@ -691,11 +700,11 @@ def still_widgets(app: AgentWorldApp) -> dict[str, Widget]:
 
 
 async def test_frames_of_the_views_hand_the_still_widgets_rows_without_drawing_them() -> None:
-    """Every screen update renders the screen, the tab bar and the reasoning panel's frame
-    (their containers' areas hold the views), and one that brings the status line's
-    counters the footer and the command line (they lie between); while the views stream,
-    the rows they hand to the screen are the ones they drew before, not drawn again
-    through Textual's styling pass."""
+    """Every screen update renders the screen and the tab bar (their containers' areas
+    hold the views), and one that brings the status line's counters the footer, the
+    command line and the reasoning panel's border (they lie between); while the views
+    stream, the rows they hand to the screen are the ones they drew before, not drawn
+    again through Textual's styling pass."""
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)

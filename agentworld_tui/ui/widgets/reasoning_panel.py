@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import Static
 
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.still import keep_rows
 
 
-class ReasoningPanel(Vertical):
+class ReasoningPanel(Horizontal):
     """The panel takes its place in the pane but paints nothing itself (``backdrop``, see
-    app.tcss): its bordered frame does. A screen update paints every widget whose
-    container's area it touches, so a bordered panel as tall as the pane was painted again
-    for every frame of the screen beside it; the frame's container is the panel alone.
-    Likewise the title has a one-row container of its own, which the view's frames below
-    it do not touch."""
+    app.tcss), nor does the column that holds the title and the view: the panel's border
+    is a widget of its own, one column wide. A screen update paints every widget whose
+    area it touches, so a bordered panel as tall as the pane was painted again for every
+    frame of the screen beside it, and a bordered frame around the view for every frame of
+    the view (a third of what a frame that scrolls the view costs). Likewise the title has
+    a one-row container of its own, which the view's frames below it do not touch."""
 
     DEFAULT_CSS = """
     ReasoningPanel {
         width: 40%;
         min-width: 30;
     }
-    ReasoningPanel > #reasoning-frame {
+    ReasoningPanel > #reasoning-side {
+        width: 1;
+    }
+    ReasoningPanel #reasoning-edge {
         border-left: solid $primary-darken-2;
     }
     ReasoningPanel #reasoning-head {
@@ -45,7 +50,12 @@ class ReasoningPanel(Vertical):
         super().__init__(id=id, classes="backdrop")
 
     def compose(self) -> ComposeResult:
-        with keep_rows(Vertical(id="reasoning-frame")):  # only its border: never changes
+        # The border, in a column of its own: a widget is painted for every update that
+        # touches its container's area, so the panel must not be its container. An update
+        # that brings the status line's counters still spans it: it keeps its rows.
+        with Vertical(id="reasoning-side", classes="backdrop"):
+            yield keep_rows(Widget(id="reasoning-edge"))
+        with Vertical(id="reasoning-frame", classes="backdrop"):
             with Vertical(id="reasoning-head", classes="backdrop"):  # see the class's doc
                 yield Static(Text("Reasoning"), id="reasoning-title")
             yield LineView(wrap=True, id="reasoning-view")

@@ -4,9 +4,9 @@ without being built again.
 For every screen update Textual renders each visible widget whose container's area the
 update touches, all of its visible lines, through its styling pass: a widget's cached lines
 are looked up, filtered and listed one by one, and its colours worked out from its
-ancestors, even when none of them changed. The screen itself, the tab bar and the
-reasoning panel's bordered frame are such widgets: none changes while a view streams, yet
-every frame of the view rendered them again, and they cost more than the view's own rows.
+ancestors, even when none of them changed. The screen itself and the tab bar are such
+widgets: neither changes while a view streams, yet every frame of the view rendered them
+again, and they cost more than the view's own rows.
 """
 
 from __future__ import annotations
