@@ -10,7 +10,7 @@ first delta until the last frame is drawn: everything the app does for the text.
 
 The same runs again at a set pace (``--rate``, 1,000 tokens a second): then the streamed
 side draws frames for as long as the stream lasts, within the pane's budget of about 1% of
-a core (``UI_SHARE``), so its cost follows the stream's duration (4 s here) and the ratio
+a core or less (``UI_SHARE``), so its cost follows the stream's duration (4 s here) and the ratio
 says how long the stream was more than how the text was drawn; it is reported with the
 share of a core the streamed side spent beyond the at-once side over the stream, and no
 target.
@@ -293,7 +293,7 @@ async def through_the_app(
         share = [100 * e / seconds for e in extra]
         print(f"    streamed beyond at once over the {seconds:.1f} s stream, % of a core  "
               f"{summarize(share).show(2, '%')}")  # fmt: skip
-        print(f"    the frames' budget (UI_SHARE): {100 * UI_SHARE:.0f}% of a core; no target")
+        print(f"    the frames' budget (UI_SHARE): {100 * UI_SHARE:.1f}% of a core; no target")
         return True
     ok = main.median <= TARGET
     print(f"    target token by token ÷ at once <= {TARGET}: {verdict(ok)}")

@@ -46,15 +46,16 @@ if TYPE_CHECKING:
 
 FRAME_SECONDS = 1 / 30
 MAX_FRAME_SECONDS = 1 / 3
-UI_SHARE = 0.01
+UI_SHARE = 0.008
 """While a local model streams, every core may be decoding (and the engine thread needs the
 GIL between tokens), so whatever the app does comes out of the model's time: the gap
 between frames grows while the main thread used more than this share of one core since
 the last frame (everything it did: the frames, the screen updates they cause, the status
 line, timers) and shrinks while it used less, between FRAME_SECONDS and MAX_FRAME_SECONDS.
 A model on a server takes nothing from this machine: frames come every FRAME_SECONDS.
-At the slowest, three frames a second: on a busy two-core machine a frame costs the main
-thread about 3 ms (and the model up to twice that), so four were 1.4% of a core."""
+On a busy two-core virtual machine a frame of a streaming view costs the main thread
+1-2.5 ms (more when the view scrolls), and the model about as much: 0.8% of a core gives
+about five frames a second (it was 1% for as many, before the frames got cheaper)."""
 STATUS_SECONDS = 1.0
 """The status line holds counters: a few updates a second read as
 live, and each one costs a repaint of more of the screen than the streamed text does."""
