@@ -3,6 +3,8 @@ colours, and repainted only when what it shows changes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
@@ -43,15 +45,19 @@ def text(cells: list[tuple[str, object]]) -> str:
     return "".join(char for char, _ in cells)
 
 
+async def shown(app: App[None], pilot: Any, info: StatusInfo) -> list[tuple[str, object]]:
+    """The bar's row once the screen has drawn ``info``."""
+    app.query_one(StatusBar).show(info)
+    await pilot.pause()
+    return row(app)
+
+
 async def test_the_line_is_padded_to_the_width_with_its_fields_styled() -> None:
     app = BarApp()
     async with app.run_test(size=(200, 5)) as pilot:
-        bar = app.query_one(StatusBar)
-        bar.show(BUSY)
-        await pilot.pause()
-        cells = row(app)
+        cells = await shown(app, pilot, BUSY)
         assert text(cells) == f" {SHOWN}".ljust(200)
-        assert str(bar.render()) == SHOWN
+        assert str(app.query_one(StatusBar).render()) == SHOWN
         model = [style for char, style in cells[1:11]]
         assert all(style.bold for style in model), model  # type: ignore[attr-defined]
         assert not cells[12][1].bold  # type: ignore[attr-defined]  # the separator
@@ -62,25 +68,18 @@ async def test_the_line_is_padded_to_the_width_with_its_fields_styled() -> None:
 async def test_a_line_too_long_for_the_bar_ends_in_an_ellipsis() -> None:
     app = BarApp()
     async with app.run_test(size=(40, 5)) as pilot:
-        bar = app.query_one(StatusBar)
-        bar.show(BUSY)
-        await pilot.pause()
-        shown = text(row(app))
-        assert shown == f" {SHOWN[:37]}… "
+        assert text(await shown(app, pilot, BUSY)) == f" {SHOWN[:37]}… "
         wide = StatusInfo(model="模型" * 30, phase="answering")  # two cells a character
-        bar.show(wide)
-        await pilot.pause()
-        shown = text(row(app))
-        assert shown.startswith(" 模型") and shown.endswith("… ")
-        assert cell_len(shown) == 40
+        line = text(await shown(app, pilot, wide))
+        assert line.startswith(" 模型") and line.endswith("… ")
+        assert cell_len(line) == 40
 
 
 async def test_the_bar_repaints_only_when_what_it_shows_changes() -> None:
     app = BarApp()
     async with app.run_test(size=(120, 5)) as pilot:
+        await shown(app, pilot, BUSY)
         bar = app.query_one(StatusBar)
-        bar.show(BUSY)
-        await pilot.pause()
         bar.show(StatusInfo(**{**BUSY.__dict__, "queued": ["web", "mcp"]}))  # the same fields
         assert not bar._repaint_regions
         bar.show(StatusInfo(**{**BUSY.__dict__, "generated": 1300}))
