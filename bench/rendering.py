@@ -9,8 +9,8 @@ highlighted form, the session is saved). The figure is the main thread's CPU tim
 first delta until the last frame is drawn: everything the app does for the text.
 
 The same runs again at a set pace (``--rate``, 1,000 tokens a second): then the streamed
-side draws frames for as long as the stream lasts, within the pane's budget of about 1% of
-a core or less (``UI_SHARE``), so its cost follows the stream's duration (4 s here) and the ratio
+side draws frames for as long as the stream lasts, within the pane's budget of a share of
+a core (``UI_SHARE``, 0.8%), so its cost follows the stream's duration (4 s here) and the ratio
 says how long the stream was more than how the text was drawn; it is reported with the
 share of a core the streamed side spent beyond the at-once side over the stream, and no
 target.

@@ -107,7 +107,7 @@ async def test_command_streams_into_terminal_and_reasoning(ls_model: Path) -> No
         turn = terminal.session.turns[0]
         assert turn.status == "complete"
         assert turn.action.payload == [{"keystrokes": "ls\n", "duration": 1.0}]
-        status = str(app.query_one("#status").render())
+        status = app.query_one(StatusBar).render_line(0).text  # the line as drawn
         assert "ls.gguf" in status and "CPU" in status and "ctx" in status
 
 
@@ -383,7 +383,7 @@ async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> Non
         tab._next_frame = 0.0  # due now
         tab._drain()
         assert tab.reasoning.view.text == "thinking on"
-        shown = str(status.render())  # before any message is handled
+        shown = status.render_line(0).text  # as drawn, before any message is handled
         assert "4,321 tok" in shown and "reasoning 4,321" in shown
 
 

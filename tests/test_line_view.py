@@ -303,11 +303,13 @@ async def test_a_screen_update_draws_again_only_the_rows_that_changed() -> None:
             return drawn
 
         view.append("first line\nsecond")
-        update()
-        update()  # a fresh draw: the view has handed nothing yet
+        assert update() == [0, 1]  # the screen drew the empty view already
         view.append(" line grows")  # the second row only
         assert update() == [1]
         assert update() == []  # nothing changed
+        view.render_lines(Region(0, 3, view.size.width, 1))  # one row (under the pointer)
+        view.append(" again")
+        assert update() == [1]  # the rows handed to the screen are kept
         for step in range(12):  # past the bottom: the view scrolls, every row moves
             view.append(f"\nrow {step}")
         assert view.scroll_y > 0

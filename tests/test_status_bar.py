@@ -101,3 +101,25 @@ async def test_the_bar_takes_the_new_theme_colours() -> None:
         assert text(dark) == text(light)
         assert dark[0][1].bgcolor != light[0][1].bgcolor  # type: ignore[attr-defined]
         assert dark[1][1].color != light[1][1].color  # type: ignore[attr-defined]
+
+
+async def test_a_narrow_bar_keeps_its_width_and_a_field_stays_on_one_line() -> None:
+    app = BarApp()
+    async with app.run_test(size=(120, 5)) as pilot:
+        line = text(await shown(app, pilot, StatusInfo(model="a\nb\tc", phase="x")))
+        assert line.startswith(" a b c │ x ")
+        bar = app.query_one(StatusBar)
+        for width in (0, 1, 2, 3, 4):
+            strip = bar._draw(width)
+            assert strip.cell_length == width
+            assert strip.text == {3: " … ", 4: " a… "}.get(width, " " * width)
+
+
+async def test_the_same_line_is_not_drawn_again() -> None:
+    app = BarApp()
+    async with app.run_test(size=(120, 5)) as pilot:
+        await shown(app, pilot, BUSY)
+        bar = app.query_one(StatusBar)
+        drawn = bar.render_line(0)
+        bar.show(StatusInfo(**BUSY.__dict__))
+        assert bar.render_line(0) is drawn

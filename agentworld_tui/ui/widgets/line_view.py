@@ -418,8 +418,9 @@ class LineView(ScrollView, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         """One screen update: the scroll offset, width and thumb are looked up once, not
         per row. The rows come from the view's own cache, filtered as Textual would filter
-        them; Textual's styling pass (which builds every row again after a scroll) runs
-        only for a border, padding or an effect the rows do not have."""
+        them, and rows not repainted since the last update are the strips handed then;
+        Textual's styling pass (which builds every row again after a scroll) runs only for
+        a border, padding or an effect the rows do not have."""
         look = self._look
         if look is None:  # once per style change, as the base style is
             look = self._look = (self._plain(), self.background_colors[1])
@@ -435,7 +436,8 @@ class LineView(ScrollView, can_focus=True):
                 return super().render_lines(crop)
             key = (crop, self._pass)
             handed = self._handed
-            if handed is not None and handed[0] == key:
+            again = handed is not None and handed[0] == key
+            if handed is not None and again:
                 strips = list(handed[1])
                 rows = [y for y in self._stale if crop.y <= y < crop.bottom]
             else:
@@ -446,8 +448,11 @@ class LineView(ScrollView, can_focus=True):
             for y in rows:
                 strip = self.render_line(y)
                 strips[y - crop.y] = strip if whole else strip.crop(*span)
-            self._handed = (key, strips)
-            self._stale.clear()
+            # Kept for the screen's updates, which ask for the whole view: a row asked for
+            # on its own (the style under the mouse pointer) leaves them as they are.
+            if again or crop.size == self.outer_size:
+                self._handed = (key, strips)
+                self._stale.clear()
             return strips
         finally:
             self._pass = None

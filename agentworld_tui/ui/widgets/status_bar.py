@@ -61,7 +61,17 @@ def status_parts(info: StatusInfo) -> tuple[tuple[str, str], ...]:
 
 
 SEPARATOR = " │ "
-_STYLES = {name: Style.parse(name) for name in ("bold", "dim", "bold cyan", "yellow", "magenta")}
+_STYLES: dict[str, Style] = {}
+_CONTROLS = dict.fromkeys([*range(32), 127], " ")
+"""A field is shown on one line: a newline or a tab in it (a model's name as a server
+reports it) would reach the terminal as it is."""
+
+
+def _style(name: str) -> Style:
+    style = _STYLES.get(name)
+    if style is None:
+        style = _STYLES[name] = Style.parse(name)
+    return style
 
 
 class StatusBar(Widget):
@@ -82,12 +92,12 @@ class StatusBar(Widget):
         super().__init__(id=id)
         self._parts: tuple[tuple[str, str], ...] = ()
         self._row: tuple[object, Strip] | None = None
-        """The line as drawn, and the width and line filters it was drawn for."""
+        """The line as drawn, and the width, fields and line filters it was drawn for."""
         self._style: Style | None = None
         """The widget's own style, looked up once per style change."""
 
     def show(self, info: StatusInfo) -> None:
-        parts = status_parts(info)
+        parts = tuple((value.translate(_CONTROLS), style) for value, style in status_parts(info))
         if parts != self._parts:
             self._parts = parts
             # Drawn with the screen's next update, without messages (see
@@ -95,6 +105,7 @@ class StatusBar(Widget):
             repaint(self)
 
     def render(self) -> Text:
+        """The fields as text, without the padding (the line is drawn by ``render_lines``)."""
         text = Text()
         for i, (value, style) in enumerate(self._parts):
             if i:
@@ -117,18 +128,24 @@ class StatusBar(Widget):
             strips = [strip.crop(*crop.column_span) for strip in strips]
         return strips
 
+    def render_line(self, y: int) -> Strip:
+        """The line as drawn (for Textual's lookups of what lies under the pointer)."""
+        return self.render_lines(Region(0, y, self.size.width, 1))[0]
+
     def _draw(self, width: int) -> Strip:
         if self._style is None:
             self._style = self.rich_style
         base = self._style
+        room = width - 2
+        if room < 1:
+            return Strip.blank(max(0, width), Style(bgcolor=base.bgcolor))
         segments: list[Segment] = []
         for i, (value, style) in enumerate(self._parts):
             if i:
-                segments.append(Segment(SEPARATOR, base + _STYLES["dim"]))
-            segments.append(Segment(value, base + _STYLES[style] if style else base))
+                segments.append(Segment(SEPARATOR, base + _style("dim")))
+            segments.append(Segment(value, base + _style(style) if style else base))
         line = Strip(segments)
-        room = width - 2
-        if line.cell_length > room > 0:
+        if line.cell_length > room:
             line = line.crop(0, room - 1)
             end = list(line)[-1].style if line.cell_length else base
             line = Strip([*line, Segment("…", end)])
