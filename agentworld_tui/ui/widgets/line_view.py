@@ -437,7 +437,7 @@ class LineView(ScrollView, can_focus=True):
             key = (crop, self._pass)
             handed = self._handed
             again = handed is not None and handed[0] == key
-            if handed is not None and again:
+            if again and handed is not None:  # (the second test for the type checker)
                 strips = list(handed[1])
                 rows = [y for y in self._stale if crop.y <= y < crop.bottom]
             else:
