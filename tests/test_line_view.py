@@ -317,3 +317,58 @@ async def test_a_screen_update_draws_again_only_the_rows_that_changed() -> None:
         view.truncate(1)  # back to the top: the rows below go blank
         assert sorted(update()) == list(range(view.size.height))
         assert [strip.text.strip() for strip in view.render_lines(whole)][:2] == ["first line", ""]
+
+
+async def test_the_view_s_sizes_follow_its_layout_and_styles() -> None:
+    """The view works its sizes out once per layout and style: they stay Textual's through
+    a resize, padding, a horizontal bar that comes and goes, and a time out of view."""
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+
+        async def check() -> None:
+            await pilot.pause()
+            assert view._sizes() == (view.size, view.scrollable_content_region.size)
+
+        await check()
+        assert view._box().width == 40
+        await pilot.resize_terminal(30, 8)
+        await check()
+        view.styles.padding = (1, 2)
+        await check()
+        assert view._box().width == 26  # 30 less the padding
+        view.styles.padding = 0
+        view.wrap = False
+        view.append("x" * 100)  # wider than the view: Textual's horizontal bar comes
+        await check()
+        assert view.show_horizontal_scrollbar and view._box().height < 8
+        view.truncate(0)
+        view.append("short")
+        await check()
+        assert not view.show_horizontal_scrollbar
+        view.display = False  # off the screen's map: Textual's size is 0 there
+        await pilot.pause()
+        assert view.size.width == 0 and view._view_size().width == 30  # as last laid out
+        view.display = True
+        await check()
+
+
+async def test_following_the_end_scrolls_as_scroll_to_does() -> None:
+    """The view follows streamed text without ``scroll_to``; its scroll offset, target
+    and rows are what ``scroll_to`` leaves, and a scroll animation under way stops."""
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LineView)
+        view.append("\n".join(f"line {i}" for i in range(30)))
+        await pilot.pause()
+        assert view.scroll_y == view.scroll_target_y == view.max_scroll_y == 20
+        view.scroll_to(y=0, duration=5)  # an animation, then text arrives and is followed
+        view.append("\nline 30")
+        await pilot.pause()
+        assert view.scroll_y == view.scroll_target_y == view.max_scroll_y == 21
+        assert not app.animator.is_being_animated(view, "scroll_y")
+        assert [strip.text.strip() for strip in view.render_lines(Region(0, 0, 40, 10))] == [
+            f"line {i}" for i in range(21, 31)
+        ]
+        await pilot.pause(0.2)
+        assert view.scroll_y == 21  # nothing left to move it back

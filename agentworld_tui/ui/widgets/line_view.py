@@ -102,7 +102,7 @@ class LineView(ScrollView, can_focus=True):
         self._look: tuple[bool, Color] | None = None
         """Whether the rows are drawn as they are (``_plain``) and the background."""
         self._box_for: tuple[Size, bool, Size] | None = None
-        """The rows' box (``_box``) and the view's size and horizontal bar it is for."""
+        """The view's size and horizontal bar, and its rows' box for them (``_sizes``)."""
         self._drawn_rows = 0
         """Rows the content covered at the last layout (what a shorter text must blank)."""
         self._bar_drawn: tuple[int, int] = (0, 0)
@@ -138,6 +138,8 @@ class LineView(ScrollView, can_focus=True):
         or re-highlighted block)."""
         del self._lines[count:]
         del self._versions[count:]
+        if not self.wrap:  # as wide as the longest line kept: a bar for gone lines goes
+            self._width = max(map(self._line_cells, self._lines), default=0)
         if not self._lines or self._lines[-1].plain:
             self._lines.append(Text())
             self._versions.append(self._next())
@@ -198,7 +200,7 @@ class LineView(ScrollView, can_focus=True):
         size does not depend on its content.
         """
         if follow is None:
-            follow = self.follow and self.is_vertical_scroll_end
+            follow = self.follow and self._at_end()
         if self.wrap:
             width = self._wrap_width or self._text_width()
             changed = self._rewrap(first, width, grown)
@@ -217,16 +219,14 @@ class LineView(ScrollView, can_focus=True):
         if size != self.virtual_size:
             self._set_virtual_size(size)
         if follow and self.max_scroll_y > self.scroll_y:
-            # Not scroll_end: it also queues a completion callback, a message to the view
-            # every frame.
-            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+            self._follow_to(self.max_scroll_y)
             return
         scroll_y = int(self.scroll_y)
         height = self._box().height
         top = max(changed, scroll_y)
         bottom = min(end, scroll_y + height)
         if top < bottom:
-            width = max(self.virtual_size.width, self.size.width)
+            width = max(self.virtual_size.width, self._view_size().width)
             repaint(self, Region(0, top - scroll_y, width, bottom - top))
         if self._thumb() != self._bar_drawn:  # the text grew or shrank out of view
             repaint(self, Region(self._text_width(), 0, 1, height))
@@ -262,13 +262,45 @@ class LineView(ScrollView, can_focus=True):
         return max(1, self._box().width - 1)
 
     def _box(self) -> Size:
-        """The size of the rows' box, the view less its padding, border and Textual's
-        scrollbars: looked up once per size and style, not several times a frame."""
-        size, bar = self.size, self.show_horizontal_scrollbar
+        """The size of the rows' box: the view less its padding, border and Textual's
+        scrollbars."""
+        return self._sizes()[1]
+
+    def _view_size(self) -> Size:
+        """Textual's ``size`` of the view (its content's)."""
+        return self._sizes()[0]
+
+    def _sizes(self) -> tuple[Size, Size]:
+        """The view's content size and its rows' box, as of its last layout: Textual's
+        ``size`` and ``scrollable_content_region`` look the view's region up on the
+        screen's map each time (a walk up the DOM to the screen, then the gutter), several
+        times a frame. Of a view not on the map (a folded panel) these are the last size it
+        was laid out at, where Textual's are zero."""
+        size, bar = self._container_size, self.show_horizontal_scrollbar
         known = self._box_for
         if known is None or known[0] != size or known[1] != bar:
-            known = self._box_for = (size, bar, self.scrollable_content_region.size)
-        return known[2]
+            known = self._box_for = (size, bar, size - self.scrollbar_gutter.totals)
+        return known[0], known[2]
+
+    def _at_end(self) -> bool:
+        """``is_vertical_scroll_end``, with the view's size as laid out."""
+        return self.scroll_offset.y == self.max_scroll_y or not self._view_size()
+
+    def _follow_to(self, y: int) -> None:
+        """Scroll to row ``y`` (the end, as text streams in) at once: what
+        ``scroll_to(y=y, animate=False, immediate=True)`` does here (the anchor released,
+        any scroll animation stopped, the view repainted), without running Textual's
+        reactive machinery three times (validation, watchers, each reading the view's
+        geometry) at every frame that scrolls. Not ``scroll_end`` either: it also queues
+        a completion callback, a message to the view every frame."""
+        if not self.allow_vertical_scroll:  # not laid out yet: scroll_to stays put too
+            return
+        self.app.animator.force_stop_animation(self, "scroll_y")
+        self._anchor_released = True
+        old = self.scroll_y
+        self.set_reactive(ScrollView.scroll_target_y, y)
+        self.set_reactive(ScrollView.scroll_y, y)
+        self.watch_scroll_y(old, y)
 
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size without a screen layout (which the reactive would ask
@@ -293,7 +325,7 @@ class LineView(ScrollView, can_focus=True):
         if self.wrap:
             width = self._text_width()
             if width != self._wrap_width:
-                self._wrap_all(width, self.follow and self.is_vertical_scroll_end)
+                self._wrap_all(width, self.follow and self._at_end())
 
     def _wrap_all(self, width: int, follow: bool) -> None:
         """Wrap every line again at ``width``; ``follow`` is measured before the rows
@@ -406,7 +438,7 @@ class LineView(ScrollView, can_focus=True):
     def watch_scroll_y(self, old: float, new: float) -> None:
         # ScrollView's, less its scrollbar (the view draws its own) and its messages.
         if round(old) != round(new):
-            repaint(self, self.size.region)
+            repaint(self, self._view_size().region)
         if new >= self.max_scroll_y:
             self.follow = True
 
@@ -444,7 +476,7 @@ class LineView(ScrollView, can_focus=True):
                 strips = [Strip.blank(0)] * crop.height
                 rows = list(crop.line_range)
             span = crop.column_span
-            whole = span == (0, self.size.width)
+            whole = span == (0, self._view_size().width)
             for y in rows:
                 strip = self.render_line(y)
                 strips[y - crop.y] = strip if whole else strip.crop(*span)
