@@ -319,10 +319,15 @@ async def test_a_screen_update_draws_again_only_the_rows_that_changed() -> None:
         assert [strip.text.strip() for strip in view.render_lines(whole)][:2] == ["first line", ""]
 
 
+class PlainView(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LineView(id="view")
+
+
 async def test_the_view_s_sizes_follow_its_layout_and_styles() -> None:
-    """The view works its sizes out once per layout and style: they stay Textual's through
-    a resize, padding, a horizontal bar that comes and goes, and a time out of view."""
-    app = OneView()
+    """The view's sizes are Textual's after every layout: through a resize, padding, a
+    horizontal bar that comes and goes, and a time off the screen."""
+    app = PlainView()
     async with app.run_test(size=(40, 10)) as pilot:
         view = app.query_one(LineView)
 
@@ -338,24 +343,40 @@ async def test_the_view_s_sizes_follow_its_layout_and_styles() -> None:
         await check()
         assert view._box().width == 26  # 30 less the padding
         view.styles.padding = 0
-        view.wrap = False
         view.append("x" * 100)  # wider than the view: Textual's horizontal bar comes
         await check()
         assert view.show_horizontal_scrollbar and view._box().height < 8
-        view.truncate(0)
-        view.append("short")
-        await check()
-        assert not view.show_horizontal_scrollbar
         view.display = False  # off the screen's map: Textual's size is 0 there
         await pilot.pause()
         assert view.size.width == 0 and view._view_size().width == 30  # as last laid out
+        await pilot.resize_terminal(36, 9)
         view.display = True
         await check()
+        assert view._view_size().width == 36
+
+
+async def test_a_truncated_view_is_as_wide_as_the_lines_it_kept() -> None:
+    app = PlainView()
+    async with app.run_test(size=(30, 8)) as pilot:
+        view = app.query_one(LineView)
+        view.append("short\n" + "x" * 100 + "\nshort again\n" + "y" * 60)
+        await pilot.pause()
+        assert view.virtual_size.width == 101  # + the scrollbar's column
+        view.truncate(3)  # the 60-cell line goes, the 100-cell one stays
+        assert view.virtual_size.width == 101
+        view.truncate(1)  # only "short" is left: the horizontal bar goes
+        await pilot.pause()
+        assert view.virtual_size.width == 6 and not view.show_horizontal_scrollbar
+        view.append("z" * 40)  # on a line of its own, after the kept one
+        assert view.virtual_size == (41, 2)
+        view.clear()
+        assert view.virtual_size.width == 1
 
 
 async def test_following_the_end_scrolls_as_scroll_to_does() -> None:
-    """The view follows streamed text without ``scroll_to``; its scroll offset, target
-    and rows are what ``scroll_to`` leaves, and a scroll animation under way stops."""
+    """The view follows streamed text without ``scroll_to``: its scroll offset, target and
+    rows are what ``scroll_to`` leaves, it is drawn again, and a scroll animation under
+    way stops."""
     app = OneView()
     async with app.run_test(size=(40, 10)) as pilot:
         view = app.query_one(LineView)
@@ -364,6 +385,7 @@ async def test_following_the_end_scrolls_as_scroll_to_does() -> None:
         assert view.scroll_y == view.scroll_target_y == view.max_scroll_y == 20
         view.scroll_to(y=0, duration=5)  # an animation, then text arrives and is followed
         view.append("\nline 30")
+        assert view in app.screen._dirty_widgets  # the screen's next update draws it
         await pilot.pause()
         assert view.scroll_y == view.scroll_target_y == view.max_scroll_y == 21
         assert not app.animator.is_being_animated(view, "scroll_y")
@@ -372,3 +394,16 @@ async def test_following_the_end_scrolls_as_scroll_to_does() -> None:
         ]
         await pilot.pause(0.2)
         assert view.scroll_y == 21  # nothing left to move it back
+
+
+async def test_a_view_not_laid_out_yet_stays_at_its_top() -> None:
+    """Text given before the view has a size is shown from its top, as ``scroll_to``
+    left it (a page loaded into a tab not shown yet)."""
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = LineView(wrap=True)
+        view.append("\n".join(f"line {i}" for i in range(30)))  # not mounted: no size
+        await app.mount(view, before=0)
+        await pilot.pause()
+        assert view.scroll_y == 0 and view.max_scroll_y > 0
+        assert view.render_lines(Region(0, 0, *view.outer_size))[0].text.strip() == "line 0"

@@ -83,7 +83,9 @@ class LineView(ScrollView, can_focus=True):
         """Visual rows when wrapping: (line index, start, end)."""
         self._row_start: list[int] = [0]
         """First visual row of each line (wrap mode)."""
-        self._width = 0
+        self._widest: list[int] = []
+        """Without wrapping: the cells of the widest line up to each line (so that a
+        truncated view is as wide as the lines it kept, at no cost)."""
         self._wrap_width = 0
         self._cache: LRUCache[tuple[int, int, int, int, int, int, int], Strip]
         self._cache = LRUCache(1024)
@@ -101,8 +103,6 @@ class LineView(ScrollView, can_focus=True):
         """The scrollbar column's cell for NO_BAR, TRACK and THUMB rows."""
         self._look: tuple[bool, Color] | None = None
         """Whether the rows are drawn as they are (``_plain``) and the background."""
-        self._box_for: tuple[Size, bool, Size] | None = None
-        """The view's size and horizontal bar, and its rows' box for them (``_sizes``)."""
         self._drawn_rows = 0
         """Rows the content covered at the last layout (what a shorter text must blank)."""
         self._bar_drawn: tuple[int, int] = (0, 0)
@@ -138,8 +138,6 @@ class LineView(ScrollView, can_focus=True):
         or re-highlighted block)."""
         del self._lines[count:]
         del self._versions[count:]
-        if not self.wrap:  # as wide as the longest line kept: a bar for gone lines goes
-            self._width = max(map(self._line_cells, self._lines), default=0)
         if not self._lines or self._lines[-1].plain:
             self._lines.append(Text())
             self._versions.append(self._next())
@@ -208,18 +206,21 @@ class LineView(ScrollView, can_focus=True):
             rows = drawn - 1 if drawn > 1 and not self._lines[-1].plain else drawn
             size = Size(width + 1, rows)
         else:
+            widest = self._widest
+            del widest[first:]
+            most = widest[-1] if widest else 0
             for line in self._lines[first:]:
-                self._width = max(self._width, self._line_cells(line))
+                most = max(most, self._line_cells(line))
+                widest.append(most)
             changed = first
             drawn = len(self._lines)
-            size = Size(self._width + 1, self.line_count)  # + the scrollbar column
+            size = Size(most + 1, self.line_count)  # + the scrollbar column
         # Rows from the first changed one down to the end of the old or the new content.
         end = max(drawn, self._drawn_rows)
         self._drawn_rows = drawn
         if size != self.virtual_size:
             self._set_virtual_size(size)
-        if follow and self.max_scroll_y > self.scroll_y:
-            self._follow_to(self.max_scroll_y)
+        if follow and self._follow_end():
             return
         scroll_y = int(self.scroll_y)
         height = self._box().height
@@ -267,40 +268,47 @@ class LineView(ScrollView, can_focus=True):
         return self._sizes()[1]
 
     def _view_size(self) -> Size:
-        """Textual's ``size`` of the view (its content's)."""
+        """Textual's ``size`` of the view (its content's), as of its last layout."""
         return self._sizes()[0]
 
     def _sizes(self) -> tuple[Size, Size]:
         """The view's content size and its rows' box, as of its last layout: Textual's
         ``size`` and ``scrollable_content_region`` look the view's region up on the
-        screen's map each time (a walk up the DOM to the screen, then the gutter), several
-        times a frame. Of a view not on the map (a folded panel) these are the last size it
-        was laid out at, where Textual's are zero."""
-        size, bar = self._container_size, self.show_horizontal_scrollbar
-        known = self._box_for
-        if known is None or known[0] != size or known[1] != bar:
-            known = self._box_for = (size, bar, size - self.scrollbar_gutter.totals)
-        return known[0], known[2]
+        screen's map each time (a walk up the DOM to the screen), several times a frame.
+        A scroll view's container size is its size less its padding and border
+        (``ScrollView._size_updated``). Of a view not on the map (a folded panel) these
+        are the last size it was laid out at, where Textual's are zero."""
+        size = self.container_size
+        return size, size - self.scrollbar_gutter.totals
 
     def _at_end(self) -> bool:
-        """``is_vertical_scroll_end``, with the view's size as laid out."""
+        """``is_vertical_scroll_end``, with the view's size as laid out: only a view not
+        laid out yet counts as at its end whatever its offset (Textual's also counts a
+        view off the screen, folded say, as at its end)."""
         return self.scroll_offset.y == self.max_scroll_y or not self._view_size()
 
-    def _follow_to(self, y: int) -> None:
-        """Scroll to row ``y`` (the end, as text streams in) at once: what
-        ``scroll_to(y=y, animate=False, immediate=True)`` does here (the anchor released,
-        any scroll animation stopped, the view repainted), without running Textual's
-        reactive machinery three times (validation, watchers, each reading the view's
-        geometry) at every frame that scrolls. Not ``scroll_end`` either: it also queues
-        a completion callback, a message to the view every frame."""
-        if not self.allow_vertical_scroll:  # not laid out yet: scroll_to stays put too
-            return
-        self.app.animator.force_stop_animation(self, "scroll_y")
+    def _follow_end(self) -> bool:
+        """Scroll to the end at once, as text streams in; whether the view scrolled.
+
+        What ``scroll_to(y=self.max_scroll_y, animate=False, immediate=True)`` does here
+        (any scroll animation stopped, the anchor released, the view repainted), without
+        Textual's reactive machinery (three reactive sets, each validated and watched) at
+        every frame that scrolls. The offset needs no validation: it is the end, for the
+        virtual size just set. Nothing else watches a view's scroll offset. Not
+        ``scroll_end`` either: it also queues a completion callback, a message to the
+        view every frame."""
+        end = self.max_scroll_y
+        if end <= self.scroll_y or not self.allow_vertical_scroll:
+            return False  # also before the view is laid out, where scroll_to stays put
+        animator = self.app.animator
+        animator.force_stop_animation(self, "scroll_x")
+        animator.force_stop_animation(self, "scroll_y")
         self._anchor_released = True
         old = self.scroll_y
-        self.set_reactive(ScrollView.scroll_target_y, y)
-        self.set_reactive(ScrollView.scroll_y, y)
-        self.watch_scroll_y(old, y)
+        self.set_reactive(ScrollView.scroll_target_y, end)
+        self.set_reactive(ScrollView.scroll_y, end)
+        self.watch_scroll_y(old, end)
+        return True
 
     def _set_virtual_size(self, size: Size) -> None:
         """Set the scrollable size without a screen layout (which the reactive would ask
@@ -340,7 +348,6 @@ class LineView(ScrollView, can_focus=True):
         self._base_style = None
         self._bar_segments = None
         self._look = None
-        self._box_for = None
         self.forget_rows()
 
     def forget_rows(self) -> None:
