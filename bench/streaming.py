@@ -10,8 +10,9 @@ streaming API (slower: it decodes the whole completion again for every token).
 
 The sides take turns within each app turn: every ``--block`` tokens (64) the app's turn
 waits, once the main thread has drawn what it had, while the bare loop decodes as many
-tokens of the same prompt at the same positions (see ``Interleave``); the bare loop leads
-in every other repetition. This machine's speed swings by several per cent from one
+tokens of the same prompt at the same positions (see ``Interleave``), and every block of
+either side starts after the same pause; the bare loop leads in every other repetition.
+``--control`` runs the bare loop against itself in the same way. This machine's speed swings by several per cent from one
 stretch of seconds to the next, so whole runs half a minute apart (``--block 0``, the
 order flipping each repetition) disagree by far more than the app costs.
 
@@ -24,6 +25,7 @@ main thread's work costs the model more, since a woken thread waits for a core.
 
     python bench/streaming.py            # ~100M random model + SmolLM2-135M when installed
     python bench/streaming.py --quick    # a tiny model, a few seconds
+    python bench/streaming.py --control  # and the bare loop against itself, the noise floor
 """
 
 from __future__ import annotations
@@ -173,6 +175,10 @@ class Interleave:
             cpu = now
 
     def _raw_block(self, tokens: Any) -> None:
+        """A block of the bare loop, between two pauses: the one before lets the app finish
+        its frames, the one after gives the app's next block the same start. (A block that
+        starts after a pause starts slower; with the first pause alone, the quick mode's
+        tiny model gave the app 1.20 times the bare loop's rate.)"""
         self._settle()
         block = Block()
         for count, (sampled, _text) in enumerate(tokens, start=1):
@@ -180,6 +186,7 @@ class Interleave:
             if count % self.block == 0:
                 break
         self.raw_blocks.append(block)
+        self._settle()
 
     def share(self) -> float:
         """The main thread's share of a core between the first and the last token."""
@@ -504,6 +511,83 @@ async def whole_turns(
     return over_loop
 
 
+PAUSE = 0.04
+"""What each block waits for in the main run, at the least: the settle's two quiet 20 ms
+polls."""
+
+
+def control(model: Path, label: str, args: argparse.Namespace) -> None:
+    """An A/A run: the bare loop against a second bare loop on another context of the same
+    model, in the same blocks with the same pauses as above. Both sides do the same work, so
+    how far this ratio strays from 1 is what the machine alone does to benchmark 1's ratio.
+
+    It runs on a thread of its own that ends with it: llama.cpp's OpenMP pool belongs to
+    the thread that starts compute, and the main thread's would outlive the run.
+    """
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _control(model, label, args)
+        except BaseException as exc:  # re-raised on the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="control")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _control(model: Path, label: str, args: argparse.Namespace) -> None:
+    from agentworld_tui.config import physical_cores
+    from agentworld_tui.engines.base import GenerationParams
+
+    threads = args.threads or physical_cores()
+    block = args.block or args.tokens
+    params = GenerationParams(max_tokens=args.tokens + 1, seed=1234)
+    sides = {
+        "first": RawLlama(model, args.ctx, threads),
+        "second": RawLlama(model, args.ctx, threads),
+    }
+    text = b"$ ls -la\ntotal 48\ndrwxr-xr-x  5 user user 4096 Dec  2 09:14 .\n" * 200
+    length = min(2048, args.ctx - args.tokens - 8)
+    prompt = sides["first"].llm.tokenize(text)[:length]
+    rates: dict[str, list[float]] = {"first": [], "second": []}
+    ratios: list[float] = []
+    woken, started = wakeups(), time.perf_counter()
+    for rep in range(args.reps):
+        streams = {name: side.tokens(prompt, params) for name, side in sides.items()}
+        for stream in streams.values():
+            next(stream)  # the prompt and the first token, outside the blocks
+        blocks: dict[str, list[Block]] = {"first": [], "second": []}
+        order = ("first", "second") if rep % 2 == 0 else ("second", "first")
+        for _ in range(args.tokens // block):
+            for name in order:
+                time.sleep(PAUSE)
+                taken = Block()
+                for count, (sampled, _text) in enumerate(streams[name], start=1):
+                    taken.mark(count, sampled, 0.0)
+                    if count == block:
+                        break
+                blocks[name].append(taken)
+        for stream in streams.values():
+            stream.close()
+        for name, side_blocks in blocks.items():
+            rates[name].append(pooled(side_blocks)[0])
+        ratios.append(ratio(rates["first"][-1], rates["second"][-1]))
+    woken_rate = (wakeups() - woken) / (time.perf_counter() - started)
+    print(f"\n{label} · control: the bare loop ÷ a second bare loop · prompt {len(prompt)} tokens")
+    print(f"  {args.reps} runs of {args.tokens} tokens a side, {block} at a time,")
+    print(f"  each block after a {PAUSE * 1000:.0f} ms pause, as above")
+    for name, values in rates.items():
+        print(f"  {name:>10} tok/s   {summarize(values).show(1)}")
+    print(f"  threads woken (voluntary context switches) a second   {woken_rate:.0f}")
+    print(f"  first ÷ second (both the same work)   {summarize(ratios).show()}")
+    for side in sides.values():
+        side.close()
+
+
 def offload(model: Path, label: str, args: argparse.Namespace) -> None:
     """Decode speed with every layer on the GPU ÷ on the CPU, bare loops, alternating."""
     from agentworld_tui.config import physical_cores
@@ -563,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--offload", action="store_true", help="also time all layers on the GPU against none"
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also run the bare loop against itself in the same blocks (the machine's noise)",
+    )
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     args.reps = args.reps or 5
@@ -595,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     ok: list[bool] = []
     for label, path in models:
         ok += asyncio.run(measure(path, label, args))
+        if args.control:
+            control(path, label, args)
         if args.offload:
             offload(path, label, args)
     scratch.cleanup()

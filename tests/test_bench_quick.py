@@ -21,7 +21,7 @@ MEDIAN = rf"median {NUMBER}"
 
 # For each benchmark, lines its output must hold, each with a number where one belongs.
 EXPECTED: dict[str, list[str]] = {
-    "streaming": [
+    "streaming --control": [
         rf"app tok/s +{MEDIAN}",
         rf"loop tok/s +{MEDIAN}",
         rf"app ÷ bare loop +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
@@ -32,6 +32,10 @@ EXPECTED: dict[str, list[str]] = {
         r"reasoning panel",
         r"terminal view",
         rf"threads woken \(voluntary context switches\) a second +{NUMBER}$",
+        r"control: the bare loop ÷ a second bare loop",
+        rf"first tok/s +{MEDIAN}",
+        rf"second tok/s +{MEDIAN}",
+        rf"first ÷ second \(both the same work\) +{MEDIAN}  \[{NUMBER} \.\. {NUMBER}\]",
     ],
     "streaming --block 0": [
         r"whole app turns alternating with whole runs",
