@@ -11,9 +11,10 @@ streaming API (slower: it decodes the whole completion again for every token).
 The sides take turns within each app turn: every ``--block`` tokens (64) the app's turn
 waits, once the main thread has drawn what it had, while the bare loop decodes as many
 tokens of the same prompt at the same positions (see ``Interleave``), and every block of
-either side starts after the same pause; the bare loop leads in every other repetition.
-``--control`` runs the bare loop against itself in the same way. This machine's speed swings by several per cent from one
-stretch of seconds to the next, so whole runs half a minute apart (``--block 0``, the
+either side but a turn's first starts after a pause of at least 40 ms; the bare loop leads
+in every other repetition. ``--control`` runs the bare loop against itself in the same
+way. This machine's speed swings by several per cent from one stretch of seconds to the
+next, so whole runs half a minute apart (``--block 0``, the
 order flipping each repetition) disagree by far more than the app costs.
 
 The bare loop runs on the app's engine thread, always. llama.cpp's CPU threads here are
@@ -176,9 +177,10 @@ class Interleave:
 
     def _raw_block(self, tokens: Any) -> None:
         """A block of the bare loop, between two pauses: the one before lets the app finish
-        its frames, the one after gives the app's next block the same start. (A block that
-        starts after a pause starts slower; with the first pause alone, the quick mode's
-        tiny model gave the app 1.20 times the bare loop's rate.)"""
+        its frames, the one after gives the app's next block a start like the bare loop's
+        (a pause, llama.cpp's threads asleep), so that a pause cannot favour either side.
+        With the first pause alone the app's blocks always followed the bare loop's at once;
+        whether that moved the ratio was within the noise (BENCHMARKS.md)."""
         self._settle()
         block = Block()
         for count, (sampled, _text) in enumerate(tokens, start=1):
@@ -375,7 +377,11 @@ def prompt_tokens(app: Any) -> list[int]:
     return list(engine._tokenize(full))
 
 
-async def measure(model: Path, label: str, args: argparse.Namespace) -> list[bool]:
+async def measure(
+    model: Path, label: str, args: argparse.Namespace
+) -> tuple[list[bool], list[int], int]:
+    """The app against the bare loop in each view; the verdicts, and the last prompt and
+    context size (for ``--control``)."""
     from agentworld_tui.config import Settings, physical_cores
 
     threads = args.threads or physical_cores()
@@ -402,7 +408,7 @@ async def measure(model: Path, label: str, args: argparse.Namespace) -> list[boo
         finally:
             await on_engine_thread(app, raw.close)
         await app.action_quit()
-    return results
+    return results, clock.prompt or [], n_ctx
 
 
 async def compare(
@@ -512,14 +518,17 @@ async def whole_turns(
 
 
 PAUSE = 0.04
-"""What each block waits for in the main run, at the least: the settle's two quiet 20 ms
-polls."""
+"""What each block waits for in the main run, at the least (the settle's two quiet 20 ms
+polls; more before a bare-loop block while the app draws its last frame)."""
 
 
-def control(model: Path, label: str, args: argparse.Namespace) -> None:
+def control(
+    model: Path, label: str, prompt: list[int], n_ctx: int, args: argparse.Namespace
+) -> None:
     """An A/A run: the bare loop against a second bare loop on another context of the same
-    model, in the same blocks with the same pauses as above. Both sides do the same work, so
-    how far this ratio strays from 1 is what the machine alone does to benchmark 1's ratio.
+    model, on the app's last prompt, in the same blocks with a pause of ``PAUSE`` before each.
+    Both sides do the same work, so how far this ratio strays from 1 is what the machine
+    alone does to benchmark 1's ratio.
 
     It runs on a thread of its own that ends with it: llama.cpp's OpenMP pool belongs to
     the thread that starts compute, and the main thread's would outlive the run.
@@ -528,7 +537,7 @@ def control(model: Path, label: str, args: argparse.Namespace) -> None:
 
     def run() -> None:
         try:
-            _control(model, label, args)
+            _control(model, label, prompt, n_ctx, args)
         except BaseException as exc:  # re-raised on the caller's thread
             failed.append(exc)
 
@@ -539,53 +548,56 @@ def control(model: Path, label: str, args: argparse.Namespace) -> None:
         raise failed[0]
 
 
-def _control(model: Path, label: str, args: argparse.Namespace) -> None:
+def _control(
+    model: Path, label: str, prompt: list[int], n_ctx: int, args: argparse.Namespace
+) -> None:
     from agentworld_tui.config import physical_cores
     from agentworld_tui.engines.base import GenerationParams
 
     threads = args.threads or physical_cores()
-    block = args.block or args.tokens
     params = GenerationParams(max_tokens=args.tokens + 1, seed=1234)
-    sides = {
-        "first": RawLlama(model, args.ctx, threads),
-        "second": RawLlama(model, args.ctx, threads),
-    }
-    text = b"$ ls -la\ntotal 48\ndrwxr-xr-x  5 user user 4096 Dec  2 09:14 .\n" * 200
-    length = min(2048, args.ctx - args.tokens - 8)
-    prompt = sides["first"].llm.tokenize(text)[:length]
+    sides = {name: RawLlama(model, n_ctx, threads, args.gpu_layers) for name in ("first", "second")}
     rates: dict[str, list[float]] = {"first": [], "second": []}
     ratios: list[float] = []
+    taken: dict[str, list[Block]] = {}
     woken, started = wakeups(), time.perf_counter()
-    for rep in range(args.reps):
-        streams = {name: side.tokens(prompt, params) for name, side in sides.items()}
-        for stream in streams.values():
-            next(stream)  # the prompt and the first token, outside the blocks
-        blocks: dict[str, list[Block]] = {"first": [], "second": []}
-        order = ("first", "second") if rep % 2 == 0 else ("second", "first")
-        for _ in range(args.tokens // block):
-            for name in order:
-                time.sleep(PAUSE)
-                taken = Block()
-                for count, (sampled, _text) in enumerate(streams[name], start=1):
-                    taken.mark(count, sampled, 0.0)
-                    if count == block:
-                        break
-                blocks[name].append(taken)
-        for stream in streams.values():
-            stream.close()
-        for name, side_blocks in blocks.items():
-            rates[name].append(pooled(side_blocks)[0])
-        ratios.append(ratio(rates["first"][-1], rates["second"][-1]))
+    try:
+        for rep in range(args.reps):
+            taken = {name: [] for name in sides}
+            streams = {name: side.tokens(prompt, params) for name, side in sides.items()}
+            try:
+                for stream in streams.values():
+                    next(stream, None)  # the prompt and the first token, outside the blocks
+                order = ("first", "second") if rep % 2 == 0 else ("second", "first")
+                for _ in range(args.tokens // args.block):
+                    for name in order:
+                        time.sleep(PAUSE)
+                        block = Block()
+                        for count, (sampled, _text) in enumerate(streams[name], start=1):
+                            block.mark(count, sampled, 0.0)
+                            if count == args.block:
+                                break
+                        if block.last is None or block.last[0] < args.block:
+                            raise RuntimeError("the model ended its answer within the control")
+                        taken[name].append(block)
+            finally:
+                for stream in streams.values():
+                    stream.close()
+            for name, blocks in taken.items():
+                rates[name].append(pooled(blocks)[0])
+            ratios.append(ratio(rates["first"][-1], rates["second"][-1]))
+    finally:
+        for side in sides.values():
+            side.close()
     woken_rate = (wakeups() - woken) / (time.perf_counter() - started)
+    counts = "/".join(str(len(blocks)) for blocks in taken.values())
     print(f"\n{label} · control: the bare loop ÷ a second bare loop · prompt {len(prompt)} tokens")
-    print(f"  {args.reps} runs of {args.tokens} tokens a side, {block} at a time,")
-    print(f"  each block after a {PAUSE * 1000:.0f} ms pause, as above")
+    print(f"  {args.reps} runs, {counts} blocks of {args.block} tokens a side,")
+    print(f"  each block after a {PAUSE * 1000:.0f} ms pause")
     for name, values in rates.items():
         print(f"  {name:>10} tok/s   {summarize(values).show(1)}")
-    print(f"  threads woken (voluntary context switches) a second   {woken_rate:.0f}")
+    print(f"  threads woken while the two loops ran, a second   {woken_rate:.0f}")
     print(f"  first ÷ second (both the same work)   {summarize(ratios).show()}")
-    for side in sides.values():
-        side.close()
 
 
 def offload(model: Path, label: str, args: argparse.Namespace) -> None:
@@ -660,6 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         args.block = 0 if args.completion else (8 if args.quick else 64)
     if args.block and args.tokens % args.block:
         parser.error(f"--tokens ({args.tokens}) must be a multiple of --block ({args.block})")
+    if args.control and not args.block:
+        parser.error("--control mirrors the blocks of an interleaved run: it needs --block > 0")
     scratch = tempfile.TemporaryDirectory(prefix="agentworld-bench-")
     os.environ.setdefault("AGENTWORLD_CONFIG_DIR", str(Path(scratch.name) / "config"))
     os.environ.setdefault("AGENTWORLD_DATA_DIR", str(Path(scratch.name) / "data"))
@@ -683,9 +697,10 @@ def main(argv: list[str] | None = None) -> int:
             models.append(("SmolLM2-135M", found))
     ok: list[bool] = []
     for label, path in models:
-        ok += asyncio.run(measure(path, label, args))
+        verdicts, prompt, n_ctx = asyncio.run(measure(path, label, args))
+        ok += verdicts
         if args.control:
-            control(path, label, args)
+            control(path, label, prompt, n_ctx, args)
         if args.offload:
             offload(path, label, args)
     scratch.cleanup()
