@@ -14,8 +14,8 @@ tokens of the same prompt at the same positions (see ``Interleave``), and every 
 either side but a turn's first starts after a pause of at least 40 ms; the bare loop leads
 in every other repetition. ``--control`` runs the bare loop against itself in the same
 way. This machine's speed swings by several per cent from one stretch of seconds to the
-next, so whole runs half a minute apart (``--block 0``, the
-order flipping each repetition) disagree by far more than the app costs.
+next, so whole runs half a minute apart (``--block 0``, the order flipping each
+repetition) disagree by far more than the app costs.
 
 The bare loop runs on the app's engine thread, always. llama.cpp's CPU threads here are
 OpenMP's, and OpenMP keeps a pool of them for each thread that starts compute: a second
@@ -80,6 +80,16 @@ class Block:
         if self.first is None:
             self.first = (count, wall, cpu)
         self.last = (count, wall, cpu)
+
+
+def take(tokens: Iterator[tuple[float, str]], size: int, cpu: Any = None) -> Block:
+    """The bare loop's next ``size`` tokens as a block (``cpu``: a clock to read at each)."""
+    block = Block()
+    for count, (sampled, _text) in enumerate(tokens, start=1):
+        block.mark(count, sampled, cpu() if cpu else 0.0)
+        if count == size:
+            break
+    return block
 
 
 def pooled(blocks: list[Block]) -> tuple[float, float]:
@@ -182,12 +192,7 @@ class Interleave:
         With the first pause alone the app's blocks always followed the bare loop's at once;
         whether that moved the ratio was within the noise (BENCHMARKS.md)."""
         self._settle()
-        block = Block()
-        for count, (sampled, _text) in enumerate(tokens, start=1):
-            block.mark(count, sampled, time.clock_gettime(self.clock))
-            if count % self.block == 0:
-                break
-        self.raw_blocks.append(block)
+        self.raw_blocks.append(take(tokens, self.block, lambda: time.clock_gettime(self.clock)))
         self._settle()
 
     def share(self) -> float:
@@ -572,11 +577,7 @@ def _control(
                 for _ in range(args.tokens // args.block):
                     for name in order:
                         time.sleep(PAUSE)
-                        block = Block()
-                        for count, (sampled, _text) in enumerate(streams[name], start=1):
-                            block.mark(count, sampled, 0.0)
-                            if count == args.block:
-                                break
+                        block = take(streams[name], args.block)
                         if block.last is None or block.last[0] < args.block:
                             raise RuntimeError("the model ended its answer within the control")
                         taken[name].append(block)
