@@ -98,6 +98,12 @@ class Finished(NamedTuple):
     closed_reasoning: bool
     stats: GenerationStats
     error: str = ""
+    raw: str = ""
+    """The model's generated text as it was generated (reasoning and answer, tags and all),
+    kept so that nothing the extraction dropped is lost."""
+    extraction: str = ""
+    """Set when the extraction left text of the answer out (for example "2 observation
+    blocks: showing the last"), for display beside the turn."""
 
 
 EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished

@@ -72,5 +72,7 @@ def run_turn(
         status=status,
         note=note,
         stats=finished.stats.to_dict(),
+        raw=finished.raw,
+        extraction=finished.extraction,
     )
     yield finished

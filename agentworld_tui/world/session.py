@@ -60,6 +60,10 @@ class Turn:
     into ``user_message``."""
     judgement: dict[str, Any] | None = None
     """The latest judgement of this turn's observation (``judge.Verdict.to_dict()``)."""
+    raw: str = ""
+    """The model's output as generated, tags and all (the observation is extracted from it)."""
+    extraction: str = ""
+    """What the extraction left out, when it did ("2 observation blocks: showing the last")."""
 
     @property
     def shown(self) -> bool:
@@ -81,6 +85,8 @@ class Turn:
             "attempts": self.attempts,
             "control": self.control,
             "judgement": self.judgement,
+            "raw": self.raw,
+            "extraction": self.extraction,
         }
 
     @classmethod
@@ -99,6 +105,8 @@ class Turn:
             attempts=list(data.get("attempts", [])),
             control=str(data.get("control") or ""),
             judgement=dict(data["judgement"]) if data.get("judgement") else None,
+            raw=str(data.get("raw") or ""),
+            extraction=str(data.get("extraction") or ""),
         )
 
 
@@ -228,9 +236,11 @@ class Session:
                     "status": turn.status,
                     "note": turn.note,
                     "stats": turn.stats,
+                    "raw": turn.raw,
+                    "extraction": turn.extraction,
                 }
             )
-        turn.observation = turn.reasoning = turn.note = ""
+        turn.observation = turn.reasoning = turn.note = turn.raw = turn.extraction = ""
         turn.status, turn.stats = "pending", {}
         return turn
 
@@ -272,10 +282,13 @@ class Session:
         status: TurnStatus,
         note: str = "",
         stats: dict[str, Any] | None = None,
+        raw: str = "",
+        extraction: str = "",
     ) -> None:
         turn.observation, turn.reasoning = observation, reasoning
         turn.status, turn.note = status, note
         turn.stats = dict(stats or {})
+        turn.raw, turn.extraction = raw, extraction
 
     # -- editing history --------------------------------------------------------------------
     @property
@@ -315,6 +328,8 @@ class Session:
                 "status": turn.status,
                 "note": turn.note,
                 "stats": turn.stats,
+                "raw": turn.raw,
+                "extraction": turn.extraction,
             }
         )
         turn.observation = str(chosen.get("observation", ""))
@@ -322,6 +337,8 @@ class Session:
         turn.status = chosen.get("status", "complete")
         turn.note = str(chosen.get("note", ""))
         turn.stats = dict(chosen.get("stats", {}))
+        turn.raw = str(chosen.get("raw") or "")
+        turn.extraction = str(chosen.get("extraction") or "")
         return turn
 
     def fork(self, number: int, action: Action | None = None) -> Turn:

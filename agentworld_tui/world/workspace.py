@@ -291,7 +291,7 @@ class _Checker:
                 raise self.fail(f"{where}.action.payload", "a value", _MISSING)
             self.text(action, "label", f"{where}.action", optional=True)
             self.text(turn, "user_message", where)
-            for key in ("state", "observation", "reasoning", "note"):
+            for key in ("state", "observation", "reasoning", "note", "raw", "extraction"):
                 self.text(turn, key, where, optional=True)
             status = turn.get("status", "complete")
             if status not in TURN_STATUSES:
