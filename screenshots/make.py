@@ -221,18 +221,16 @@ def benchmark_file(folder: Path) -> Path:
 async def use_model(app: AgentWorldApp, path: Path) -> None:
     """Swap the app's model for ``path`` and wait until it is loaded."""
     loaded = asyncio.Event()
+    errors: list[str] = []
 
     def done(error: str | None) -> None:
-        app._load_done(error)
-        app.call_from_thread(loaded.set)
+        errors.extend([error] if error else [])
+        loaded.set()
 
-    engine = LlamaEngine(path, n_ctx=N_CTX, threads=2)
-    app.engine, app.engine_error = engine, ""
-    app.model_ready.clear()
-    app.queue.switch(engine, app._load_progress, done)
+    app.loading.switch(LlamaEngine(path, n_ctx=N_CTX, threads=2), done)
     await asyncio.wait_for(loaded.wait(), 300)
-    if app.engine_error:
-        raise RuntimeError(app.engine_error)
+    if errors:
+        raise RuntimeError(errors[0])
 
 
 def main() -> int:

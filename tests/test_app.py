@@ -222,16 +222,16 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
     fastest."""
     import time
 
-    from agentworld_tui.ui.panes import base
+    from agentworld_tui.ui import frames as base
 
     def next_gap(tab: DomainPane, busy: float, idle: float) -> float:
         until = time.thread_time() + busy
         while time.thread_time() < until:  # the main thread at work
             pass
         time.sleep(idle)
-        tab._next_frame = 0.0  # due now
-        assert tab._frame_due()
-        return tab._gap
+        tab.frames._next_frame = 0.0  # due now
+        assert tab.frames._frame_due()
+        return tab.frames._gap
 
     import gc
 
@@ -242,7 +242,7 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
         app = make_app(None)
         async with app.run_test(size=(120, 36)):
             tab = pane(app)
-            tab._last_frame = None
+            tab.frames._last_frame = None
             assert next_gap(tab, 0, 0) == base.FRAME_SECONDS  # the first frame measures nothing
             gaps = [next_gap(tab, 0.02, 0.02) for _ in range(3)]  # about half a core
             assert gaps[0] > base.FRAME_SECONDS
@@ -252,22 +252,22 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
             # fastest pace.
             assert gaps[-1] < 1.5 * base.FRAME_SECONDS
             next_gap(tab, 0.02, 0.02)
-            assert tab._gap > base.FRAME_SECONDS
+            assert tab.frames._gap > base.FRAME_SECONDS
             # A model on a server takes nothing from this machine: its turns' frames come at
             # full pace.
             from agentworld_tui.domains.terminal import command
             from agentworld_tui.engines.remote import RemoteEngine
 
             await asyncio.wait_for(app.tabs_ready.wait(), 30)
-            app.engine, app.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
-            assert tab._local
+            app.simulator.queue.engine, app.simulator.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+            assert tab.frames._local
             assert tab.send(tab.domain.make_action([command("ls")]))  # (the queue has none)
-            assert not tab._local
+            assert not tab.frames._local
             next_gap(tab, 0.02, 0.02)
-            tab._next_frame = 0.0
+            tab.frames._next_frame = 0.0
             now = time.monotonic()
-            assert tab._frame_due()
-            assert tab._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
+            assert tab.frames._frame_due()
+            assert tab.frames._next_frame - now < base.MAX_FRAME_SECONDS / 2  # FRAME_SECONDS ahead
     finally:
         gc.enable()
 
@@ -285,14 +285,16 @@ async def test_a_frame_due_as_the_app_closes_draws_nothing() -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         tab = pane(app)
-        app.engine, app.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+        app.simulator.queue.engine, app.simulator.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
         assert tab.send(tab.domain.make_action([command("ls")]))  # the queue has no model
-        tab._next_frame = time.monotonic() + 3600  # the frame comes after the app has closed
-        await wait_for(pilot, lambda: any(isinstance(event, Finished) for event in tab._events))
-    assert tab.job is not None
-    tab._next_frame = 0.0
-    tab._frame_timer()
-    assert tab.job is not None  # nothing was drawn
+        tab.frames._next_frame = time.monotonic() + 3600  # the frame comes after it closed
+        run = tab.run
+        assert run is not None
+        await wait_for(pilot, lambda: run._final is not None)
+    assert tab.run is not None
+    tab.frames._next_frame = 0.0
+    tab.frames._frame()
+    assert tab.run is not None  # nothing was drawn
 
 
 async def test_a_pane_parks_while_the_engine_is_silent_and_the_engine_wakes_it(
@@ -316,13 +318,13 @@ async def test_a_pane_parks_while_the_engine_is_silent_and_the_engine_wakes_it(
         app.engine.stream = silent_first  # type: ignore[method-assign]
         await pilot.press(*"ls", "enter")
         tab = pane(app)
-        await wait_for(pilot, lambda: held.is_set() and tab._parked is not None)
+        await wait_for(pilot, lambda: held.is_set() and tab.frames._parked)
         await pilot.pause(0.3)  # a poll would have come round by now
-        assert tab._parked is not None and tab._timer is None
+        assert tab.frames._parked and tab.frames._timer is None
         assert tab.busy and tab.reasoning.view.text == ""
         release.set()
         await wait_for(pilot, turn_done(app))
-        assert tab._parked is None and tab._timer is None
+        assert not tab.frames._parked and tab.frames._timer is None
         assert "README.md" in tab.screen_view.text
         assert tab.reasoning.view.text.strip() == "checking the cwd"
 
@@ -331,7 +333,7 @@ async def test_an_error_in_a_frame_ends_the_app_as_a_handlers_does(ls_model: Pat
     """A frame runs in the event loop's own callback; its error still reaches Textual, which
     ends the app and raises it (not a line in the loop's log and a pane that stops)."""
 
-    def broken() -> None:
+    def broken(_update: object) -> None:
         raise RuntimeError("a frame failed")
 
     app = make_app(ls_model)
@@ -339,7 +341,7 @@ async def test_an_error_in_a_frame_ends_the_app_as_a_handlers_does(ls_model: Pat
         async with app.run_test(size=(120, 36)) as pilot:
             await asyncio.wait_for(app.model_ready.wait(), 30)
             tab = pane(app)
-            tab._drain = broken  # type: ignore[method-assign]
+            tab.frames._draw = broken  # type: ignore[assignment]
             await pilot.press(*"ls", "enter")
             for _ in range(500):
                 if app.return_code is not None:
@@ -354,34 +356,32 @@ async def test_a_frame_late_after_a_silence_keeps_the_gap() -> None:
     do not come faster than the main thread's share allows."""
     import time
 
-    from agentworld_tui.ui.panes import base
+    from agentworld_tui.ui import frames as base
 
     app = make_app(None)
     async with app.run_test(size=(120, 36)):
         tab = pane(app)
-        tab._gap = base.MAX_FRAME_SECONDS
+        tab.frames._gap = base.MAX_FRAME_SECONDS
         frame = base.MAX_FRAME_SECONDS * base.UI_SHARE  # a frame's cost at UI_SHARE
         # The last frame began 2 s ago and cost just that; nothing ran since.
-        tab._last_frame = (time.monotonic() - 2.0, time.thread_time() - frame)
-        tab._next_frame = 0.0
-        assert tab._frame_due()
-        assert tab._gap > 0.9 * base.MAX_FRAME_SECONDS  # thinned over 2 s it was 0.39x
+        tab.frames._last_frame = (time.monotonic() - 2.0, time.thread_time() - frame)
+        tab.frames._next_frame = 0.0
+        assert tab.frames._frame_due()
+        assert tab.frames._gap > 0.9 * base.MAX_FRAME_SECONDS  # thinned over 2 s it was 0.39x
 
 
 async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> None:
     """A frame that brings new counts updates the status line itself: both go to the screen
     in one update, instead of the status line waiting for a message and a screen update of
     its own after the frame's."""
-    from agentworld_tui.engines.base import ReasoningDelta
+    from agentworld_tui.simulator import TurnUpdate
 
     app = make_app(None)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
         tab = pane(app)
         status = app.query_one(StatusBar)
-        tab._events.extend([ReasoningDelta("thinking ", 1, 1), ReasoningDelta("on", 4321, 4321)])
-        tab._next_frame = 0.0  # due now
-        tab._drain()
+        tab.draw(TurnUpdate("thinking on", generated=4321, reasoning_tokens=4321, phase="reasoning"))
         assert tab.reasoning.view.text == "thinking on"
         shown = status.render_line(0).text  # as drawn, before any message is handled
         assert "4,321 tok" in shown and "reasoning 4,321" in shown
@@ -520,7 +520,7 @@ async def test_closing_while_the_other_tabs_are_built_leaves_no_error(closing_at
     some of its parts, and neither the pane nor the app may reach for them (CI saw
     NoMatches from both)."""
     app = make_app(None)
-    new_pane = app._new_pane
+    new_pane = app.start_up.new_pane
     built: list[str] = []
     reached = asyncio.Event()
 
@@ -530,7 +530,7 @@ async def test_closing_while_the_other_tabs_are_built_leaves_no_error(closing_at
             reached.set()
         return new_pane(name)
 
-    app._new_pane = building  # type: ignore[method-assign]
+    app.start_up.new_pane = building  # type: ignore[method-assign]
     async with app.run_test(size=(120, 36)):
         await reached.wait()  # and close while that pane is mounted
     assert built[-1] == closing_at  # it closed there, and without an error
@@ -548,18 +548,21 @@ def test_quitting_while_the_model_loads_leaves_the_engine_thread_well(ls_model: 
     try:
         app = make_app(ls_model)
         assert app.engine is not None
-        load, load_done = app.engine.load, app._load_done
+        load, start_loading = app.engine.load, app.simulator.load
 
         def slow_load(progress: object) -> None:
             closed.wait(30)  # the app has quit and its loop is closed by now
             load(progress)  # type: ignore[arg-type]
 
-        def done(error: str | None) -> None:
-            load_done(error)
-            reported.set()
+        def loading(on_progress: Any, on_done: Any, **kwargs: Any) -> None:
+            def done(error: str | None) -> None:
+                on_done(error)  # the app's report, on the engine thread, after it quit
+                reported.set()
+
+            start_loading(on_progress, done, **kwargs)
 
         app.engine.load = slow_load  # type: ignore[method-assign]
-        app._load_done = done  # type: ignore[method-assign]
+        app.simulator.load = loading  # type: ignore[method-assign]
 
         async def quit_at_once() -> None:
             async with app.run_test(size=(120, 36)):
@@ -572,7 +575,7 @@ def test_quitting_while_the_model_loads_leaves_the_engine_thread_well(ls_model: 
         threading.excepthook = hook
     assert reported.is_set()
     assert app.engine.loaded
-    assert app.queue._thread.is_alive()  # the worker lives on, waiting for jobs
+    assert app.simulator.queue._thread.is_alive()  # the worker lives on, waiting for jobs
     assert errors == []
 
 
@@ -829,8 +832,8 @@ async def test_bad_model_file_is_reported_in_the_app(tmp_path: Path) -> None:
     bogus.write_bytes(b"not a model at all")
     app = make_app(bogus)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_for(pilot, lambda: bool(app.engine_error))
-        assert "not a GGUF model file" in app.engine_error
+        await wait_for(pilot, lambda: bool(app.simulator.engine_error))
+        assert "not a GGUF model file" in app.simulator.engine_error
         assert "not a GGUF model file" in pane(app).screen_view.text
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         for other in app.panes():
@@ -866,8 +869,10 @@ async def test_help_screen_lists_the_bindings(ls_model: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f1")
         await pilot.pause()
-        rows = dict(app._key_table())
-        assert "escape" in rows and "Ctrl+r" in rows and "f2" in rows
+        rows = dict(app.screen.keys)  # type: ignore[attr-defined]  # the help's table
+        assert rows["Escape"].startswith("Stop generating")
+        assert rows["Ctrl+R"].startswith("Ask again") and rows["F2"].startswith("Add the line")
+        assert rows["Alt+Right / Ctrl+PageDown"] == "Show the next tab"
         assert app.screen.__class__.__name__ == "HelpScreen"
 
 
@@ -923,7 +928,7 @@ async def test_thinking_can_be_switched_off_for_one_tab(ls_model: Path) -> None:
         assert turn.reasoning == ""
         assert turn.stats["reasoning_tokens"] == 0
         assert pane(app).turn_params().enable_thinking is False
-        assert app.params.enable_thinking is True
+        assert app.simulator.params.enable_thinking is True
 
 
 async def test_settings_problems_are_shown_in_the_app(ls_model: Path) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from agentworld_tui.domains.terminal import TerminalDomain
 from agentworld_tui.world.context import first_kept_turn, history_budget
 from agentworld_tui.world.domain import Scenario
-from agentworld_tui.world.session import Session, Turn, TurnStatus, new_session
+from agentworld_tui.world.session import Session, Turn, TurnStatus, message_size, new_session
 
 DOMAIN = TerminalDomain()
 SCENARIO = Scenario("demo", "Demo", "A Python project.", state="user@devbox:~/project$ ")
@@ -90,8 +90,11 @@ def test_oldest_turns_are_dropped_when_the_budget_is_exceeded() -> None:
     whole = s.prompt(current, chars, budget=10**9)
     assert whole.omitted_turns == 0 and len(whole.messages) == 14
 
-    sizes = [s._size(t.user_message, chars) + s._size(t.observation, chars) for t in s.turns[:6]]
-    fixed = s._size(s.system_prompt, chars) + s._size(current.user_message, chars)
+    sizes = [
+        message_size(t.user_message, chars) + message_size(t.observation, chars)
+        for t in s.turns[:6]
+    ]
+    fixed = message_size(s.system_prompt, chars) + message_size(current.user_message, chars)
     budget = fixed + sum(sizes[2:])  # exactly the four newest turns fit
     prompt = s.prompt(current, chars, budget)
     assert prompt.omitted_turns == 2

@@ -6,7 +6,7 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from agentworld_tui.ui.widgets.still import StillRows, keep_rows
+from agentworld_tui.ui.textual_private import StillRows, keep_rows
 
 
 class OneLine(App[None]):

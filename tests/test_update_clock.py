@@ -12,9 +12,9 @@ from rich.text import Text
 from textual._context import active_app
 
 from agentworld_tui.config import Settings
-from agentworld_tui.engines.base import ReasoningDelta
+from agentworld_tui.simulator import TurnUpdate
 from agentworld_tui.ui.app import AgentWorldApp, MainScreen
-from agentworld_tui.ui.update_clock import UpdateClock
+from agentworld_tui.ui.textual_private import UpdateClock
 from agentworld_tui.ui.widgets.status_bar import StatusBar
 
 
@@ -73,11 +73,9 @@ async def test_a_frame_reaches_the_screen_without_messages() -> None:
 
         screen._on_timer_update = counted  # type: ignore[method-assign]
         assert pane.reasoning.display and view.size.height > 1
-        pane._events.extend(
-            [ReasoningDelta("thinking ", 1, 1), ReasoningDelta("aloud", 4321, 4321)]
+        pane.draw(
+            TurnUpdate("thinking aloud", generated=4321, reasoning_tokens=4321, phase="reasoning")
         )
-        pane._next_frame = 0.0  # due now
-        pane._drain()
         for node in (view, status, screen):
             assert node._message_queue.empty(), node
         assert {view, status} <= screen._dirty_widgets

@@ -70,6 +70,8 @@ class PromptBuilt(NamedTuple):
 
     omitted_turns: int
     messages: int
+    tokens: int = 0
+    """The prompt's size in tokens (an estimate until the engine has read it)."""
 
 
 class GenerationStats(NamedTuple):

@@ -108,14 +108,15 @@ class DemoPlayer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MODEL_TIMEOUT
         while not app.model_ready.is_set():
-            if app.engine is None or app.engine_error:
-                raise DemoError(app.engine_error or "no model is configured")
+            problem = app.simulator.problem()
+            if problem:
+                raise DemoError(problem)
             if loop.time() > deadline:
                 raise DemoError("the model did not load in time")
             await pilot.pause(POLL_SECONDS)
 
     async def _show_tab(self, pilot: Pilot[object], app: AgentWorldApp, tab: DemoTab) -> DomainPane:
-        pane = next((p for p in app.panes() if p.domain.name == tab.domain), None)
+        pane = app.pane_for(tab.domain)
         if pane is None:
             raise DemoError(f"the app has no {tab.domain} tab")
         app.tabs().active = f"tab-{tab.domain}"

@@ -119,6 +119,42 @@ class Prompt:
     """Earlier turns left out because they did not fit."""
 
 
+def message_size(text: str, count_tokens: Callable[[str], int]) -> int:
+    """Tokens one message takes in the prompt, its chat-template markers included."""
+    return count_tokens(text) + _MESSAGE_OVERHEAD
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One turn's conversation before it is fitted to the context: the system prompt, the
+    earlier turns that were shown (action, observation), and the current action."""
+
+    system: str
+    earlier: tuple[tuple[str, str], ...]
+    current: str
+
+    def fit(
+        self, count_tokens: Callable[[str], int] | None = None, budget: int | None = None
+    ) -> Prompt:
+        """The messages; with a token counter and a budget, the oldest earlier turns that
+        do not fit are left out."""
+        first = 0
+        if count_tokens is not None and budget is not None:
+            count = count_tokens
+
+            def size(text: str) -> int:
+                return message_size(text, count)
+
+            sizes = [size(user) + size(observation) for user, observation in self.earlier]
+            first = first_kept_turn(sizes, size(self.system) + size(self.current), budget)
+        messages: list[Message] = [{"role": "system", "content": self.system}]
+        for user, observation in self.earlier[first:]:
+            messages.append({"role": "user", "content": user})
+            messages.append({"role": "assistant", "content": observation})
+        messages.append({"role": "user", "content": self.current})
+        return Prompt(messages, first)
+
+
 class HistoryError(ValueError):
     """An edit the history does not allow; the message says why, for display."""
 
@@ -138,12 +174,15 @@ class Branch:
     fork_turn: int = 1
     """The first turn where this branch differs from ``parent``."""
     created: float = field(default_factory=time.time)
+    undo: bool = False
+    """Made by undoing turns of ``parent`` (redo takes them back from it)."""
 
     @property
     def label(self) -> str:
         if self.parent is None:
             return f"branch {self.id}"
-        return f"branch {self.id} (from branch {self.parent} at turn {self.fork_turn})"
+        how = "undone" if self.undo else "from"
+        return f"branch {self.id} ({how} branch {self.parent} at turn {self.fork_turn})"
 
     def to_dict(self, *, with_turns: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -151,6 +190,7 @@ class Branch:
             "parent": self.parent,
             "fork_turn": self.fork_turn,
             "created": self.created,
+            "undo": self.undo,
         }
         if with_turns:
             data["turns"] = [t.to_dict() for t in self.turns]
@@ -165,6 +205,7 @@ class Branch:
             parent=None if parent is None else int(parent),
             fork_turn=int(data.get("fork_turn", 1)),
             created=float(data.get("created", time.time())),
+            undo=data.get("undo") is True,
         )
 
 
@@ -182,7 +223,6 @@ class Session:
     turns: list[Turn] = field(default_factory=list)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     created: float = field(default_factory=time.time)
-    _sizes: dict[str, int] = field(default_factory=dict, repr=False)
     branches: list[Branch] = field(default_factory=list)
     """Every branch, the shown one included (its ``turns`` is this session's ``turns``)."""
     branch_id: int = 1
@@ -245,7 +285,72 @@ class Session:
         return turn
 
     def undo(self) -> Turn | None:
-        return self.turns.pop() if self.turns else None
+        """Take back the last turn; None when there is none.
+
+        Nothing is lost: the first undo moves the shown history to a new branch without
+        the turn, leaving the branch it was on whole (``redo`` brings it back, and the
+        branches screen switches to it); undoing again on that branch takes more turns
+        off it while it is still a part of the branch it came from.
+        """
+        self._check_idle()
+        if not self.turns:
+            return None
+        turn = self.turns[-1]
+        shown = self.branch
+        parent = self._undone_from(shown)
+        if parent is None:
+            kept = [copy.deepcopy(t) for t in self.turns[:-1]]
+            branch = Branch(
+                max(b.id for b in self.branches) + 1,
+                kept,
+                parent=shown.id,
+                fork_turn=len(self.turns),
+                undo=True,
+            )
+            self.branches.append(branch)
+            self.branch_id, self.turns = branch.id, kept
+        else:
+            self.turns.pop()
+        return turn
+
+    def redo(self) -> Turn:
+        """Bring back the turn undone last; raises HistoryError when there is none (or a
+        new turn was taken since)."""
+        self._check_idle()
+        shown = self.branch
+        parent = self._undone_from(shown)
+        if parent is None:
+            raise HistoryError("nothing to redo")
+        turn = copy.deepcopy(parent.turns[len(self.turns)])
+        if len(self.turns) + 1 == len(parent.turns):  # all back: the undo branch goes
+            self.branches.remove(shown)
+            for branch in self.branches:
+                if branch.parent == shown.id:
+                    branch.parent = parent.id
+            self.branch_id, self.turns = parent.id, parent.turns
+            return self.turns[-1]
+        self.turns.append(turn)
+        return turn
+
+    def _undone_from(self, branch: Branch) -> Branch | None:
+        """The branch that ``branch`` was undone from, while ``branch`` is still a part of
+        it with fewer turns (no new turn taken since)."""
+        if not branch.undo or branch.parent is None:
+            return None
+        parent = next((b for b in self.branches if b.id == branch.parent), None)
+        if parent is None or len(parent.turns) <= len(branch.turns):
+            return None
+        if all(_same_turn(a, b) for a, b in zip(branch.turns, parent.turns, strict=False)):
+            return parent
+        return None
+
+    def conversation(self, turn: Turn) -> Conversation:
+        """What ``turn`` sends, as an immutable snapshot: the engine's thread fits it to the
+        context while this session's own thread goes on owning (and changing) the session."""
+        earlier = tuple(
+            (t.user_message, t.observation) for t in self.turns[: turn.number - 1] if t.shown
+        )
+        return Conversation(self.system_prompt, earlier, turn.user_message)
 
     def prompt(
         self,
@@ -255,23 +360,7 @@ class Session:
     ) -> Prompt:
         """The messages for ``turn``; with a token counter and budget, oldest turns that
         do not fit are left out."""
-        earlier = [t for t in self.turns[: turn.number - 1] if t.shown]
-        first = 0
-        if count_tokens is not None and budget is not None:
-            sizes = [
-                self._size(t.user_message, count_tokens) + self._size(t.observation, count_tokens)
-                for t in earlier
-            ]
-            fixed = self._size(self.system_prompt, count_tokens) + self._size(
-                turn.user_message, count_tokens
-            )
-            first = first_kept_turn(sizes, fixed, budget)
-        messages: list[Message] = [{"role": "system", "content": self.system_prompt}]
-        for t in earlier[first:]:
-            messages.append({"role": "user", "content": t.user_message})
-            messages.append({"role": "assistant", "content": t.observation})
-        messages.append({"role": "user", "content": turn.user_message})
-        return Prompt(messages, first)
+        return self.conversation(turn).fit(count_tokens, budget)
 
     def finish_turn(
         self,
@@ -416,13 +505,6 @@ class Session:
     def _check_idle(self) -> None:
         if self.turns and self.turns[-1].status == "pending":
             raise HistoryError("a turn is still running: stop it first")
-
-    def _size(self, text: str, count_tokens: Callable[[str], int]) -> int:
-        size = self._sizes.get(text)
-        if size is None:
-            size = count_tokens(text) + _MESSAGE_OVERHEAD
-            self._sizes[text] = size
-        return size
 
     # -- files --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

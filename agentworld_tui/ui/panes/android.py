@@ -101,7 +101,7 @@ class AndroidPane(DomainPane):
 
     def show_observation(self, turn: Turn) -> None:
         super().show_observation(turn)
-        if self.job is None:
+        if self.run is None:
             self.wireframe.show(self.hierarchy())
 
     def highlight_observation(self, text: str) -> list[Text]:

@@ -18,7 +18,7 @@ from textual.widgets import Input, Label, Static
 from agentworld_tui.domains.terminal import TerminalDomain, command, entry, wait
 from agentworld_tui.ui.highlight import PROMPT, highlight_terminal
 from agentworld_tui.ui.panes.base import DomainPane
-from agentworld_tui.ui.widgets.still import keep_rows
+from agentworld_tui.ui.textual_private import keep_rows
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.session import Turn
 
@@ -65,6 +65,7 @@ class TerminalPane(DomainPane):
     """
 
     domain: TerminalDomain
+    echo_kept = False  # the model's screen echoes the command on its prompt line
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -111,7 +112,7 @@ class TerminalPane(DomainPane):
 
     def on_keystroke_input_wait(self, event: KeystrokeInput.Wait) -> None:
         event.stop()
-        self._send_entries([wait(self.awt_app.settings.ui.wait_seconds)])
+        self._send_entries([wait(self.host.wait_seconds)])
 
     def on_keystroke_input_queue_line(self, event: KeystrokeInput.QueueLine) -> None:
         event.stop()

@@ -107,7 +107,7 @@ class WebPane(DomainPane):
 
     def show_observation(self, turn: Turn) -> None:
         super().show_observation(turn)
-        if self.job is None:
+        if self.run is None:
             self.showing_diff = False
             self._mark_elements()
 

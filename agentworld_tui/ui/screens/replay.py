@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from rich.text import Text
 from textual import work
@@ -19,12 +18,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from agentworld_tui.domains import DOMAINS
-from agentworld_tui.engines.base import AnswerDelta, EngineEvent, Finished, ReasoningDelta
-from agentworld_tui.engines.queue import TurnJob
+from agentworld_tui.engines.base import Finished
+from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
+from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
 from agentworld_tui.world.session import Session
@@ -37,10 +36,6 @@ from agentworld_tui.world.trajectories import (
     load_benchmark,
 )
 
-if TYPE_CHECKING:
-    from agentworld_tui.ui.app import AgentWorldApp
-
-FRAME_SECONDS = 1 / 20
 DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 
@@ -240,26 +235,18 @@ class ReplayScreen(Screen[Session | None]):
         Binding("c", "continue", "Carry on from here", tooltip="Load turns 1..n into the tab"),
     ]
 
-    def __init__(self, trajectory: Trajectory) -> None:
+    def __init__(self, trajectory: Trajectory, simulator: Simulator) -> None:
         super().__init__()
         self.replay = Replay(trajectory, DOMAINS[trajectory.domain])
+        self.simulator = simulator
         self.latest: dict[int, ReplayStep] = {}
         """The newest prediction of each turn."""
         self.number = 0
         """The turn on screen (0 before the first)."""
-        self.job: TurnJob | None = None
-        self._events: deque[EngineEvent] = deque()
+        self.run: TurnRun | None = None
+        self.frames = FramePacer(self, self.draw)
         self._answer = StreamSanitizer()
-        self._timer: Timer | None = None
         self._started = 0.0
-        self._generated = 0
-
-    @property
-    def awt_app(self) -> AgentWorldApp:
-        from agentworld_tui.ui.app import AgentWorldApp
-
-        assert isinstance(self.app, AgentWorldApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Static(id="title")
@@ -277,7 +264,6 @@ class ReplayScreen(Screen[Session | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._timer = self.set_interval(FRAME_SECONDS, self._drain, pause=True)
         self.show_turn(1)
 
     # -- showing ------------------------------------------------------------------------
@@ -331,65 +317,53 @@ class ReplayScreen(Screen[Session | None]):
 
     # -- predicting ---------------------------------------------------------------------
     def predict(self, number: int) -> None:
-        if self.job is not None:
+        if self.run is not None:
             self.say("The model is still predicting: Esc stops it.")
             return
-        app = self.awt_app
-        if app.engine is None or app.engine_error:
-            self.say(app.engine_error or "No model is configured: start with --model PATH.gguf.")
+        problem = self.simulator.problem()
+        if problem:
+            self.say(f"{problem}: start with --model PATH.gguf, or pick one with F3.")
             return
         step = self.replay.step(number)
         self.latest[number] = step
+        try:
+            run = self.simulator.resume(self.replay.session, step.turn, owner="Replay")
+        except SimulatorError as exc:
+            self.say(str(exc))
+            return
+        self.run = run
         self.show_turn(number)
         self._answer = StreamSanitizer()
-        self._started, self._generated = time.monotonic(), 0
+        self._started = time.monotonic()
         self.say("waiting for the model…")
-        self.job = TurnJob(
-            owner="Replay",
-            session=self.replay.session,
-            turn=step.turn,
-            params=app.params,
-            sink=self._events.append,
-        )
-        app.submit(self.job)
-        if self._timer is not None:
-            self._timer.resume()
+        engine = self.simulator.engine
+        self.frames.follow(run, local=engine is None or not engine.info.remote)
 
-    def _drain(self) -> None:
-        finished: Finished | None = None
-        answer: list[str] = []
-        while self._events:
-            event = self._events.popleft()
-            if isinstance(event, ReasoningDelta):
-                self._generated = event.generated
-                self.say(f"reasoning · {event.reasoning_tokens:,} tokens")
-            elif isinstance(event, AnswerDelta):
-                self._generated = event.generated
-                if event.reset:
-                    answer.clear()
-                    self.view("predicted").clear()
-                    self._answer = StreamSanitizer()
-                answer.append(event.text)
-                self.say(f"answering · {event.generated:,} tokens")
-            elif isinstance(event, Finished):
-                finished = event
-        if answer:
-            self.view("predicted").append(self._answer.feed("".join(answer)))
-        if finished is not None:
-            self._finish(finished)
+    def draw(self, update: TurnUpdate) -> None:
+        predicted = self.view("predicted")
+        if update.answer_reset:
+            predicted.clear()
+            self._answer = StreamSanitizer()
+        if update.answer:
+            predicted.append(self._answer.feed(update.answer))
+        if update.phase == "reasoning" and update.reasoning_tokens is not None:
+            self.say(f"reasoning · {update.reasoning_tokens:,} tokens")
+        elif update.phase == "answering":
+            self.say(f"answering · {update.generated:,} tokens")
+        if update.finished is not None:
+            self._finish(update.finished)
 
     def _finish(self, event: Finished) -> None:
-        job = self.job
-        assert job is not None
-        self.job = None
-        if self._timer is not None:
-            self._timer.pause()
-        elapsed = time.monotonic() - self._started
-        note = f" · {job.turn.note}" if job.turn.note else ""
+        run = self.run
+        assert run is not None
+        self.run = None
+        began = run.started_at or self._started
+        elapsed = time.monotonic() - began
+        note = f" · {sanitize(run.turn.note)}" if run.turn.note else ""
         self.say(
-            f"turn {job.turn.number}: {event.stats.generated_tokens:,} tokens in {elapsed:.1f} s{note}"
+            f"turn {run.turn.number}: {event.stats.generated_tokens:,} tokens in {elapsed:.1f} s{note}"
         )
-        if job.turn.number == self.number:
+        if run.turn.number == self.number:
             self.show_turn(self.number)
 
     # -- keys -----------------------------------------------------------------------------
@@ -410,17 +384,18 @@ class ReplayScreen(Screen[Session | None]):
             self.show_turn(self.number - 1)
 
     def action_continue(self) -> None:
-        if self.job is not None:
+        if self.run is not None:
             self.say("The model is still predicting: Esc stops it.")
             return
         self.dismiss(self.replay.continue_from(self.number))
 
     def action_stop_or_close(self) -> None:
-        if self.job is not None:
-            self.awt_app.queue.cancel(self.job)
+        if self.run is not None:
+            self.run.stop()
             return
         self.dismiss(None)
 
     def on_unmount(self) -> None:
-        if self.job is not None:
-            self.awt_app.queue.cancel(self.job)
+        self.frames.stop()
+        if self.run is not None:
+            self.run.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from agentworld_tui.world.library import SavedSession, SessionLibrary
+from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.workspace import WorkspaceError
 
 _DIALOG_CSS = """
@@ -31,16 +33,23 @@ class ConfirmScreen(ModalScreen[bool]):
     DEFAULT_CSS = _DIALOG_CSS.format(name="ConfirmScreen", width=70)
     BINDINGS = [Binding("escape", "no", "No"), Binding("y", "yes", "Yes")]
 
-    def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(
+        self, question: str, yes: str = "Yes", no: str = "No", *, default: bool = False
+    ) -> None:
+        """``default``: whether Enter answers yes (for a question whose yes loses nothing)."""
         super().__init__()
         self.question, self.yes_label, self.no_label = question, yes, no
+        self.default = default
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(self.question))
+            yield Static(Text(sanitize(self.question)))
             with Horizontal(classes="buttons"):
                 yield Button(self.no_label, id="no")
                 yield Button(self.yes_label, id="yes", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#yes" if self.default else "#no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
@@ -74,9 +83,11 @@ class RenameScreen(ModalScreen[str | None]):
 
 def describe(saved: SavedSession) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.updated))
+    name = " ".join(sanitize(saved.name).split())
     if saved.problem:
-        return f"{saved.name} · cannot be opened: {saved.problem}"
-    return f"{saved.name} · {saved.turns} turns in {saved.tabs} tabs · {when}"
+        return f"{name} · cannot be opened: {sanitize(saved.problem)}"
+    turns = f"{saved.turns} turn{'s' * (saved.turns != 1)}"
+    return f"{name} · {turns} in {saved.tabs} tab{'s' * (saved.tabs != 1)} · {when}"
 
 
 class SessionBrowser(ModalScreen[Path | None]):
@@ -92,9 +103,16 @@ class SessionBrowser(ModalScreen[Path | None]):
         Binding("d", "delete", "Delete"),
     ]
 
-    def __init__(self, library: SessionLibrary) -> None:
+    def __init__(
+        self,
+        library: SessionLibrary,
+        *,
+        on_renamed: Callable[[Path, str], None] | None = None,
+    ) -> None:
+        """``on_renamed(path, name)`` is told of each rename (the open session follows)."""
         super().__init__()
         self.library = library
+        self.on_renamed = on_renamed
         self.saved: list[SavedSession] = []
 
     def compose(self) -> ComposeResult:
@@ -115,8 +133,9 @@ class SessionBrowser(ModalScreen[Path | None]):
         self.saved = self.library.entries()
         for saved in self.saved:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.updated))
-            state = Text(saved.problem or "ok", style="red" if saved.problem else "green")
-            table.add_row(Text(saved.name), str(saved.turns), str(saved.tabs), when, state)
+            state = Text(sanitize(saved.problem) or "ok", style="red" if saved.problem else "green")
+            name = Text(" ".join(sanitize(saved.name).split()))
+            table.add_row(name, str(saved.turns), str(saved.tabs), when, state)
         if not self.saved:
             self.query_one("#problem", Static).update("No saved sessions yet.")
 
@@ -131,7 +150,7 @@ class SessionBrowser(ModalScreen[Path | None]):
         if saved is None:
             return
         if saved.problem:
-            self.query_one("#problem", Static).update(Text(saved.problem))
+            self.query_one("#problem", Static).update(Text(sanitize(saved.problem)))
             return
         self.dismiss(saved.path)
 
@@ -147,12 +166,15 @@ class SessionBrowser(ModalScreen[Path | None]):
             if not name:
                 return
             try:
-                self.library.rename(saved.path, name)
+                renamed = self.library.rename(saved.path, name)
             except WorkspaceError as exc:
-                self.query_one("#problem", Static).update(Text(str(exc)))
+                self.query_one("#problem", Static).update(Text(sanitize(str(exc))))
+            else:
+                if self.on_renamed is not None:
+                    self.on_renamed(saved.path, renamed.name)
             self.refresh_rows()
 
-        self.app.push_screen(RenameScreen(saved.name), done)
+        self.app.push_screen(RenameScreen(sanitize(saved.name)), done)
 
     def action_delete(self) -> None:
         saved = self._current()
@@ -165,7 +187,8 @@ class SessionBrowser(ModalScreen[Path | None]):
             try:
                 self.library.delete(saved.path)
             except WorkspaceError as exc:
-                self.query_one("#problem", Static).update(Text(str(exc)))
+                self.query_one("#problem", Static).update(Text(sanitize(str(exc))))
             self.refresh_rows()
 
-        self.app.push_screen(ConfirmScreen(f"Delete “{saved.name}”? This cannot be undone."), done)
+        name = " ".join(sanitize(saved.name).split())
+        self.app.push_screen(ConfirmScreen(f"Delete “{name}”? This cannot be undone."), done)

@@ -26,7 +26,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from agentworld_tui.ui.update_clock import repaint
+from agentworld_tui.ui.textual_private import repaint
 
 MAX_LINE_CHARS = 5_000
 """Longer lines are shown cut, with a note of how much is hidden."""

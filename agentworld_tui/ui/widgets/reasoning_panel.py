@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from agentworld_tui.ui.textual_private import keep_rows
 from agentworld_tui.ui.widgets.line_view import LineView
-from agentworld_tui.ui.widgets.still import keep_rows
 
 
 class ReasoningPanel(Horizontal):

@@ -11,7 +11,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from agentworld_tui.ui.update_clock import repaint
+from agentworld_tui.ui.textual_private import repaint
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""One model, many tabs: turns run one at a time, in the order they were asked for.
+"""One model, many conversations: generations run one at a time, in the order asked for.
 
 The engine lives on a single worker thread (llama.cpp contexts are not thread-safe, and a
-model load must never block the UI). Every local model decodes there, a judge's too:
+model load must never block a front-end). Every local model decodes there, a judge's too:
 llama.cpp's CPU threads come from OpenMP, which keeps a pool of them for each thread that
 starts compute, and a second pool leaves more pool threads than cores, so that each of
 them sleeps after a few spins at every barrier (the same model then decodes at a half or
-less of its speed here). Jobs report their events through a callback called on
-that thread; the caller decides how to hand them to its own thread.
+less of its speed). Jobs report through callbacks called on that thread and read only
+immutable snapshots: the world's state is never written here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from agentworld_tui.engines.base import (
     GenerationParams,
     GenerationStats,
 )
-from agentworld_tui.engines.turn import run_turn
-from agentworld_tui.world.session import Session, Turn
+from agentworld_tui.simulator.turn import TokenCounts, failed, generate
+from agentworld_tui.world.session import Conversation
 
 log = logging.getLogger("agentworld.queue")
 
@@ -35,13 +35,12 @@ EventSink = Callable[[EngineEvent], None]
 
 
 @dataclass(eq=False)
-class TurnJob:
-    """One turn to stream; its events go to ``sink`` from the engine thread."""
+class GenerationJob:
+    """One turn's generation; its events go to ``sink`` from the engine thread."""
 
     owner: str
-    """Who asked (a tab name), for the status bar."""
-    session: Session
-    turn: Turn
+    """Who asked (a tab's title, an agent's connection), for the status line."""
+    conversation: Conversation
     params: GenerationParams
     sink: EventSink
     control: GenerationControl = field(default_factory=GenerationControl)
@@ -73,10 +72,11 @@ class CallJob:
 class EngineQueue:
     def __init__(self, engine: Engine | None) -> None:
         self.engine = engine
-        self._jobs: queue.Queue[TurnJob | LoadJob | CallJob | None] = queue.Queue()
-        self._waiting: list[TurnJob] = []
+        self._jobs: queue.Queue[GenerationJob | LoadJob | CallJob | None] = queue.Queue()
+        self._waiting: list[GenerationJob] = []
         self._lock = threading.Lock()
-        self.running: TurnJob | None = None
+        self._counts = TokenCounts()
+        self.running: GenerationJob | None = None
         self._thread = threading.Thread(target=self._work, name="engine", daemon=True)
         self._thread.start()
 
@@ -92,32 +92,33 @@ class EngineQueue:
         on_progress: Callable[[str], None],
         on_done: Callable[[str | None], None],
     ) -> None:
-        """Use another model from now on: turns already asked for finish on the old one."""
+        """Use another model from now on: generations already asked for finish on the old."""
         self._jobs.put(LoadJob(on_progress, on_done, engine))
 
     def call(self, job: CallJob) -> None:
         self._jobs.put(job)
 
-    def submit(self, job: TurnJob) -> None:
+    def submit(self, job: GenerationJob) -> None:
         with self._lock:
             self._waiting.append(job)
         self._jobs.put(job)
 
-    def waiting(self) -> list[TurnJob]:
+    def waiting(self) -> list[GenerationJob]:
         with self._lock:
             return list(self._waiting)
 
-    def cancel(self, job: TurnJob) -> None:
-        """Stop a running job at once; a waiting one never starts."""
-        job.control.cancel()
-
     def close(self) -> None:
-        if self.running is not None:
-            self.running.control.cancel()
+        running = self.running
+        if running is not None:
+            running.control.cancel()
         with self._lock:
             for job in self._waiting:
                 job.control.cancel()
         self._jobs.put(None)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the worker to end after ``close`` (the model unloaded)."""
+        self._thread.join(timeout)
 
     # -- the worker -----------------------------------------------------------------------
     def _work(self) -> None:
@@ -147,6 +148,7 @@ class EngineQueue:
             if self.engine is not None and self.engine.loaded:
                 self.engine.unload()
             self.engine = job.engine
+            self._counts = TokenCounts()  # another tokenizer
         if self.engine is None:
             job.on_done("no model configured")
             return
@@ -172,31 +174,18 @@ class EngineQueue:
         else:
             job.on_done(result, None)
 
-    def _run(self, job: TurnJob) -> None:
+    def _run(self, job: GenerationJob) -> None:
         if job.control.cancelled:
-            job.session.finish_turn(
-                job.turn,
-                observation="",
-                reasoning="",
-                status="interrupted",
-                note="stopped before it started",
-            )
             job.sink(Finished("", "", False, GenerationStats(stop_reason="cancelled")))
             return
         if self.engine is None or not self.engine.loaded:
-            reason = "no model is loaded"
-            job.session.finish_turn(
-                job.turn, observation="", reasoning="", status="error", note=reason
-            )
-            job.sink(Finished("", "", False, GenerationStats(stop_reason="error"), error=reason))
+            job.sink(failed("no model is loaded"))
             return
         try:
-            for step in run_turn(self.engine, job.session, job.turn, job.params, job.control):
-                job.sink(step)
+            for event in generate(
+                self.engine, job.conversation, job.params, job.control, self._counts
+            ):
+                job.sink(event)
         except Exception as exc:  # a bug must not kill the worker or lose the turn
             log.exception("turn failed")
-            message = f"internal error: {exc}"
-            job.session.finish_turn(
-                job.turn, observation="", reasoning="", status="error", note=message
-            )
-            job.sink(Finished("", "", False, GenerationStats(stop_reason="error"), error=message))
+            job.sink(failed(f"internal error: {exc}"))

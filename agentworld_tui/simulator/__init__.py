@@ -1,0 +1,23 @@
+"""The simulator service that every front-end drives: no UI, no command line.
+
+``Simulator`` runs turns on one engine for many sessions; ``TurnRun`` is one turn on its
+way, taken as ``TurnUpdate`` batches on the session's own thread.
+"""
+
+from agentworld_tui.simulator.run import Home, Saver, TurnRun, TurnUpdate, home_on
+from agentworld_tui.simulator.service import Simulator, SimulatorError
+from agentworld_tui.simulator.turn import generate, outcome, record, run_turn
+
+__all__ = [
+    "Home",
+    "Saver",
+    "Simulator",
+    "SimulatorError",
+    "TurnRun",
+    "TurnUpdate",
+    "generate",
+    "home_on",
+    "outcome",
+    "record",
+    "run_turn",
+]

@@ -1,0 +1,198 @@
+"""The simulator service: the one place turns are run, for every front-end.
+
+It owns the engine queue and the generation settings, knows which sessions have a turn
+running, and takes a turn through its whole life: begin (or retry, or a turn a history
+edit left pending), generation on the engine's thread, then, on the session's own thread,
+record and save. The app, the command line and the agent front-ends all drive it; none of
+them has turn logic of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from agentworld_tui.engines.base import Engine, GenerationParams
+from agentworld_tui.simulator.queue import CallJob, EngineQueue
+from agentworld_tui.simulator.run import Home, Saver, TurnRun
+from agentworld_tui.world.action import Action
+from agentworld_tui.world.session import Session, Turn
+
+BUSY = "a turn is still running: stop it first"
+
+
+class SimulatorError(Exception):
+    """A turn that cannot start now; the message says why, for the user."""
+
+
+class Simulator:
+    """One engine, many sessions."""
+
+    def __init__(
+        self,
+        engine: Engine | None,
+        params: GenerationParams | None = None,
+        *,
+        home: Home | None = None,
+        engine_error: str = "",
+    ) -> None:
+        self.queue = EngineQueue(engine)
+        self.params = params or GenerationParams()
+        self.home = home
+        """Where finished turns are recorded for runs that do not name their own."""
+        self.engine_error = engine_error
+        """Why there is no usable engine ("" when there is, or it is still loading)."""
+        self.loaded = False
+        self._runs: dict[int, TurnRun] = {}
+
+    # -- the model ----------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine | None:
+        return self.queue.engine
+
+    def load(
+        self,
+        on_progress: Callable[[str], None] = lambda _message: None,
+        on_done: Callable[[str | None], None] = lambda _error: None,
+        *,
+        engine: Engine | None = None,
+    ) -> None:
+        """Load the engine (or switch to ``engine``) on the engine's thread; ``on_done`` is
+        called there with None or the error."""
+        self.loaded = False
+        if engine is not None:
+            self.engine_error = ""
+
+        def done(error: str | None) -> None:
+            self.engine_error = error or ""
+            self.loaded = error is None
+            on_done(error)
+
+        if engine is None:
+            self.queue.load(on_progress, done)
+        else:
+            self.queue.switch(engine, on_progress, done)
+
+    def call(self, job: CallJob) -> None:
+        """Any other use of the model, in turn with the generations."""
+        self.queue.call(job)
+
+    def problem(self) -> str:
+        """Why no turn can run now ("" when one can)."""
+        if self.engine is None:
+            return self.engine_error or "no model is configured"
+        return self.engine_error
+
+    # -- which sessions are busy --------------------------------------------------------
+    def running(self, session: Session) -> TurnRun | None:
+        run = self._runs.get(id(session))
+        return run if run is not None and run.session is session else None
+
+    def busy(self, session: Session) -> bool:
+        return self.running(session) is not None
+
+    def any_busy(self) -> bool:
+        return bool(self._runs)
+
+    def waiting(self) -> list[str]:
+        """Who waits for the engine, in order (for the status line)."""
+        return [job.owner for job in self.queue.waiting()]
+
+    # -- turns --------------------------------------------------------------------------
+    def send(
+        self,
+        session: Session,
+        action: Action,
+        *,
+        params: GenerationParams | None = None,
+        owner: str = "",
+        save: Saver | None = None,
+        home: Home | None = None,
+    ) -> TurnRun:
+        """Begin a turn for ``action`` and queue it; raises SimulatorError when it cannot."""
+        self._check(session)
+        turn = session.begin_turn(action)
+        return self._submit(session, turn, params, owner, save, home)
+
+    def retry(
+        self,
+        session: Session,
+        *,
+        params: GenerationParams | None = None,
+        owner: str = "",
+        save: Saver | None = None,
+        home: Home | None = None,
+    ) -> TurnRun:
+        """Ask again for the last turn (its earlier answer stays among its attempts)."""
+        self._check(session)
+        if not session.turns:
+            raise SimulatorError("there is no turn to retry")
+        turn = session.retry()
+        return self._submit(session, turn, params, owner, save, home)
+
+    def resume(
+        self,
+        session: Session,
+        turn: Turn,
+        *,
+        params: GenerationParams | None = None,
+        owner: str = "",
+        save: Saver | None = None,
+        home: Home | None = None,
+    ) -> TurnRun:
+        """Run a turn that is already pending (a regenerated turn, an edited one on a new
+        branch, a recorded trajectory's step)."""
+        self._check(session)
+        return self._submit(session, turn, params, owner, save, home)
+
+    def stop(self, session: Session) -> bool:
+        run = self.running(session)
+        if run is None:
+            return False
+        run.stop()
+        return True
+
+    def close(self) -> None:
+        """Stop every turn and end the engine's thread (the model is unloaded there)."""
+        self.queue.close()
+
+    def _check(self, session: Session) -> None:
+        if self.busy(session):
+            raise SimulatorError(BUSY)
+        problem = self.problem()
+        if problem:
+            raise SimulatorError(problem)
+
+    def _submit(
+        self,
+        session: Session,
+        turn: Turn,
+        params: GenerationParams | None,
+        owner: str,
+        save: Saver | None,
+        home: Home | None,
+    ) -> TurnRun:
+        run = TurnRun(
+            session,
+            turn,
+            params or self.params,
+            owner=owner,
+            save=save,
+            home=home if home is not None else self.home,
+        )
+        key = id(session)
+        self._runs[key] = run
+
+        def done(finished: TurnRun) -> None:
+            if self._runs.get(key) is finished:
+                del self._runs[key]
+
+        run.on_complete.append(done)
+        self.queue.submit(run.job)
+        return run
+
+    def with_thinking(self, thinking: bool | None) -> GenerationParams:
+        """The settings with a session's own thinking switch (None follows the settings)."""
+        if thinking is None or thinking == self.params.enable_thinking:
+            return self.params
+        return replace(self.params, enable_thinking=thinking)

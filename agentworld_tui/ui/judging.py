@@ -1,0 +1,122 @@
+"""F11: judge the tab's last turn against a reference, watching the judge as it goes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from agentworld_tui.simulator import TurnUpdate
+from agentworld_tui.simulator.judging import JudgeRun, judge_turn
+from agentworld_tui.ui.frames import FramePacer
+from agentworld_tui.ui.tab_actions import idle_pane
+from agentworld_tui.ui.widgets.line_view import LineView
+from agentworld_tui.world.judge import Verdict
+from agentworld_tui.world.sanitize import StreamSanitizer
+
+if TYPE_CHECKING:
+    from agentworld_tui.ui.app import AgentWorldApp
+    from agentworld_tui.ui.screens.judge_view import JudgeRequest
+
+
+def judge_last_turn(app: AgentWorldApp) -> None:
+    from agentworld_tui.ui.screens.judge_view import JudgeSetup
+
+    pane = idle_pane(app)
+    if pane is None:
+        return
+    turns = [t for t in pane.session.turns if t.observation]
+    if not turns:
+        app.notify("No turn with an observation to judge yet.", timeout=4)
+        return
+    turn = turns[-1]
+    name = app.engine.info.name if app.engine is not None else ""
+
+    def chosen(request: JudgeRequest | None) -> None:
+        if request is None:
+            return
+        from agentworld_tui.world.judge import turn_judge_messages
+
+        messages, problems = turn_judge_messages(pane.session, turn, request.reference)
+        for problem in problems:
+            app.notify(problem, severity="warning")
+        run = judge_turn(
+            app.simulator,
+            pane.session,
+            turn,
+            messages,
+            reference=request.reference,
+            spec=request.judge,
+            save=app.save_session,
+        )
+        remote = request.judge is not None and bool(request.judge.server)
+        local = not remote and not (app.engine is not None and app.engine.info.remote)
+
+        def shown(verdict: Verdict | None) -> None:
+            from agentworld_tui.ui.screens.judge_view import JudgeView
+
+            if not pane.busy:
+                pane.show_session()
+            if verdict is not None:
+                app.push_screen(JudgeView(verdict, title=f"Turn {turn.number}"))
+
+        app.push_screen(JudgeProgress(run, f"Judging turn {turn.number}", local=local), shown)
+
+    reference = str(turn.stats.get("reference", ""))
+    app.push_screen(JudgeSetup(reference, loaded_model=name), chosen)
+
+
+class JudgeProgress(ModalScreen[Verdict | None]):
+    """The judge's answer as it streams; Esc stops it (nothing is recorded then)."""
+
+    DEFAULT_CSS = """
+    JudgeProgress { align: center middle; }
+    JudgeProgress > Vertical {
+        width: 90%; height: 80%; border: thick $primary; background: $surface; padding: 0 1;
+    }
+    JudgeProgress #judge-phase { height: 1; color: $text-muted; }
+    JudgeProgress LineView { height: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "stop", "Stop judging")]
+
+    def __init__(self, run: JudgeRun, title: str, *, local: bool) -> None:
+        super().__init__()
+        self.run, self.title_text, self.local = run, title, local
+        self.frames = FramePacer(self, self.draw)
+        self._clean = StreamSanitizer()
+        self._tokens = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            limit = f"up to {self.run.params.max_tokens:,} tokens"
+            yield Label(Text(f"{self.title_text} · {limit} · Esc stops"))
+            yield Static(Text("waiting for the judge…"), id="judge-phase")
+            yield LineView(wrap=True, id="judge-stream")
+
+    def on_mount(self) -> None:
+        self.frames.follow(self.run, local=self.local)
+
+    def on_unmount(self) -> None:
+        self.frames.stop()
+
+    def draw(self, update: TurnUpdate) -> None:
+        view = self.query_one("#judge-stream", LineView)
+        text = update.reasoning + update.answer
+        if text:
+            view.append(self._clean.feed(text))
+        if update.generated:
+            self._tokens = update.generated
+        phase = self.query_one("#judge-phase", Static)
+        if update.final is not None:
+            verdict = update.final if isinstance(update.final, Verdict) else None
+            self.dismiss(verdict)
+            return
+        phase.update(Text(f"{update.phase or 'judging'} · {self._tokens:,} tokens"))
+
+    def action_stop(self) -> None:
+        self.run.stop()

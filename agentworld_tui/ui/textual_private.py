@@ -1,0 +1,273 @@
+"""Every use of Textual's private API, fenced in one module.
+
+The app leans on a few of Textual's internals where its public API has no cheap way to
+say the same thing: drawing a widget without the messages a refresh sends, a screen's
+update clock, rows that are handed to the screen again unchanged, a tab's label changed
+without a layout, the context a loop callback runs in. Each piece says what it relies on
+(``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
+so a Textual release that moves any of it fails a test, not the app. pyproject pins
+Textual to the range these were checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from textual import events
+from textual._styles_cache import StylesCache
+from textual.content import Content
+from textual.dom import NoScreen
+from textual.geometry import Region
+from textual.message_pump import MessagePump
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Static, Tab
+
+if TYPE_CHECKING:
+    from textual.strip import Strip
+
+    W = TypeVar("W", bound=Widget)
+
+RELIES_ON: dict[str, str] = {
+    "textual._styles_cache.StylesCache.render_widget": "StillRows: rows handed out again",
+    "Widget._styles_cache": "keep_rows(): a widget's styles cache replaced",
+    "Widget._pruning": "closing(): a widget being removed skips mounts of its children",
+    "Widget._closing": "repaint(): a closing widget is not drawn",
+    "Widget._layout_cache": "repaint(): what a refresh clears",
+    "Widget._set_dirty": "repaint(): what a refresh marks",
+    "Widget._rich_style_cache": "repaint(): what a refresh clears",
+    "Screen._dirty_widgets": "repaint(): the widgets the next screen update draws",
+    "Screen._compositor": "repaint() and laid_out_at(): the screen's map and size",
+    "Screen._update_timer": "ClockedScreen: the clock a screen's updates run on",
+    "Screen._on_timer_update": "UpdateClock: a screen update",
+    "Screen._on_resize": "ClockedScreen: a resize to the laid-out size is skipped",
+    "Screen._on_screen_resume": "ClockedScreen: the first resume restyles nothing",
+    "Tab._label": "relabel(): a tab's label without a layout",
+    "MessagePump._context": "within(): run a loop callback as the widget's handlers run",
+    "App._context": "within(): the active app for a loop callback",
+}
+
+
+def closing(node: Widget) -> bool:
+    """Whether ``node`` is being removed or its app is closing: Textual then skips mounts,
+    so a container composed meanwhile may lack some of its parts."""
+    return node._pruning or not node.is_attached
+
+
+@contextlib.contextmanager
+def within(widget: Widget) -> Iterator[None]:
+    """Make ``widget`` and its app the active ones for code the event loop runs itself
+    (outside it, every lookup of ``widget.app`` walks up the widget tree)."""
+    with widget.app._context(), widget._context():
+        yield
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+def raise_in_handler(node: MessagePump, error: Exception) -> None:
+    """Raise ``error`` again in one of ``node``'s handlers, for a callback the event loop
+    ran itself: Textual then ends the app with it, as for an error in any handler (the
+    loop alone would only log it)."""
+    node.call_next(_raise, error)
+
+
+def relabel(tab: Tab, label: str) -> None:
+    """A new label of the same width: the tab is drawn again, without the layout of the
+    whole screen (and the message to every widget that it brings) that ``Tab.label``
+    asks for, twice a turn."""
+    tab._label = Content(label)
+    Static.update(tab, tab._label, layout=False)
+
+
+def repaint(widget: Widget, *regions: Region) -> None:
+    """``widget.refresh(*regions)`` (a repaint, no layout) without its messages.
+
+    Textual's goes through three: a prompt to the widget, whose idle handler sends the
+    screen an update, whose handler prompts the screen, whose idle handler starts the
+    screen's update. Each is a wake-up of a task on the main thread, for every widget that
+    changes in a frame (a row of streamed text, the status line). This does what those
+    handlers do, at once: the screen's next update draws the widget, and widgets that
+    change in the same frame join the same update instead of one each as their messages
+    come in."""
+    try:
+        screen = widget.screen
+    except NoScreen:
+        screen = None
+    if (
+        screen is None
+        or not widget.is_mounted
+        or widget._closing
+        or not widget.display
+        or screen not in screen._compositor  # not laid out yet: Textual would drop it
+    ):
+        Widget.refresh(widget, *regions)
+        return
+    widget._layout_cache.clear()
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    screen._dirty_widgets.add(widget)
+    screen._update_timer.resume()
+
+
+class UpdateClock:
+    """Stands in for the timer a Textual screen runs its updates on (``_update_timer``: it
+    is resumed when a widget needs drawing and paused by the update itself).
+
+    Textual's is a timer task, which after every update sleeps until its next tick and
+    only then waits to be resumed: each screen update woke the main thread once more, for
+    nothing, about a quarter of a millisecond of it on a busy virtual machine. This one
+    runs the update from the event loop's own timer, at most once per ``period`` as
+    Textual's does (an update asked for sooner waits for the rest of it).
+    """
+
+    def __init__(self, screen: Screen[Any], period: float) -> None:
+        self._screen = screen
+        self._period = period
+        self._handle: asyncio.Handle | None = None
+        self._last = float("-inf")
+
+    def resume(self) -> None:
+        if self._handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._last + self._period - loop.time()
+        if wait > 0:
+            self._handle = loop.call_later(wait, self._tick)
+        else:
+            self._handle = loop.call_soon(self._tick)
+
+    def pause(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _tick(self) -> None:
+        self._handle = None
+        screen = self._screen
+        if not screen.is_attached:
+            return
+        self._last = asyncio.get_running_loop().time()
+        try:
+            # As in Textual's timer task: the app and the screen are the active ones (the
+            # clock may be resumed from a callback that runs in another context, such as
+            # a frame woken by the engine thread).
+            with screen.app._context(), screen._context():
+                screen._on_timer_update()
+        except Exception as error:  # raised again in the screen's handler: the app ends
+            raise_in_handler(screen, error)
+
+
+class ClockedScreen(Screen[None]):
+    """A screen whose updates run on an ``UpdateClock``, that restyles nothing on its
+    first resume, and that lays nothing out for a resize to the size it has."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._clock: UpdateClock | None = None
+        self._resumed = False
+
+    @property
+    def _update_timer(self) -> UpdateClock:  # type: ignore[override]
+        if self._clock is None:
+            from textual.screen import UPDATE_PERIOD
+
+            self._clock = UpdateClock(self, UPDATE_PERIOD)
+        return self._clock
+
+    def on_unmount(self) -> None:
+        self._update_timer.pause()
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """The first resume, at start, restyles nothing: every widget was styled as it was
+        mounted, and styling them all again was 3% of the work to the first frame. Later
+        resumes (after a screen above closes) restyle as Textual does."""
+        if not self._resumed:
+            self._resumed = True
+            event.refresh_styles = False
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """A resize to the size the screen is laid out at lays nothing out again. At start
+        Textual sends three (the app's, and two the screen sends itself after its layouts),
+        each a full layout of every widget (2% of the work to the first frame); a layout
+        that is due for another reason still comes with the next refresh."""
+        if event.size == self._compositor.size:
+            event.stop()
+            event.prevent_default()  # Screen's own handler would lay the screen out
+
+
+class StillRows(StylesCache):
+    """A widget's styles cache that also keeps the rows it last handed out, with what they
+    were made for (the crop, the widget's size and styles, the line filters), and hands
+    them out again while nothing asks for a repaint.
+
+    Textual's own cache keeps each line until the widget is refreshed (``set_dirty`` or
+    ``clear``); this one is dropped at the same moments, so it is never staler than the
+    lines it was made from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kept: tuple[object, list[Strip]] | None = None
+
+    def set_dirty(self, *regions: Region) -> None:
+        self._kept = None
+        super().set_dirty(*regions)
+
+    def clear(self) -> None:
+        self._kept = None
+        super().clear()
+
+    def render_widget(self, widget: Widget, crop: Region) -> list[Strip]:
+        key = (crop, widget.outer_size, widget.styles._cache_key, *widget.get_line_filters())
+        kept = self._kept
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        strips = super().render_widget(widget, crop)
+        self._kept = (key, strips)
+        return strips
+
+
+def keep_rows(widget: W) -> W:
+    """Give ``widget`` a styles cache that keeps its rows (see ``StillRows``); for widgets
+    whose own content does not change while text streams."""
+    if not isinstance(widget._styles_cache, StillRows):
+        widget._styles_cache = StillRows()
+    return widget
+
+
+def check() -> list[str]:
+    """What this module relies on and the installed Textual lacks (empty when all is there)."""
+    from textual import _styles_cache
+    from textual.app import App
+
+    owners: dict[str, Any] = {
+        "Widget": Widget,
+        "MessagePump": MessagePump,
+        "App": App,
+        "Screen": Screen,
+        "Tab": Tab,
+        "textual._styles_cache.StylesCache": _styles_cache.StylesCache,
+    }
+    missing: list[str] = []
+    for name in RELIES_ON:
+        owner, _, attribute = name.rpartition(".")
+        cls = owners[owner]
+        if not hasattr(cls, attribute) and attribute not in _instance_attributes(cls):
+            missing.append(name)
+    return missing
+
+
+def _instance_attributes(cls: type) -> set[str]:
+    """Attributes a class sets in its ``__init__`` (read from its code, without building one)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        code = getattr(init, "__code__", None)
+        if code is not None:
+            names.update(code.co_names)
+    return names
