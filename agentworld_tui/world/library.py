@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.store import remove_stale_temporaries, write_atomic
 from agentworld_tui.world.workspace import DomainLookup, Workspace, WorkspaceError, load_workspace
 
@@ -25,7 +26,8 @@ LAST_USED = "last-used"
 
 @dataclass(frozen=True)
 class SavedSession:
-    """One session file as the session picker lists it."""
+    """One session file as the session picker lists it. Its texts came from files a user
+    may have been sent, so they are made safe to show here: one line, no controls."""
 
     path: Path
     name: str
@@ -68,12 +70,15 @@ class SessionLibrary:
             try:
                 ws = load_workspace(path, self.domains)
             except WorkspaceError as exc:
-                found.append(SavedSession(path, path.stem, _mtime(path), problem=str(exc)))
+                problem = _one_line(str(exc))
+                found.append(
+                    SavedSession(path, _one_line(path.stem), _mtime(path), problem=problem)
+                )
                 continue
             found.append(
                 SavedSession(
                     path,
-                    ws.name or path.stem,
+                    _one_line(ws.name) or _one_line(path.stem),
                     ws.updated,
                     len(ws.tabs),
                     ws.turn_count,
@@ -153,6 +158,10 @@ class SessionLibrary:
     def _file_name(self, name: str) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "session"
         return f"{slug}-{uuid.uuid4().hex[:6]}{SUFFIX}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(sanitize(text).split())
 
 
 def _mtime(path: Path) -> float:

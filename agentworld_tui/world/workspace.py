@@ -18,6 +18,8 @@ from typing import Any, get_args
 
 from agentworld_tui import __version__
 from agentworld_tui.world.domain import Domain
+from agentworld_tui.world.json_input import JsonInputError, check_bounds, parse_json
+from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.session import Session, TurnStatus
 from agentworld_tui.world.store import write_atomic
 
@@ -26,6 +28,8 @@ SCHEMA_VERSION = 1
 """Raise when the layout changes in a way older versions cannot read."""
 TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
 STOPPED_NOTE = "the app stopped before this turn finished"
+LATEST_TIME = 253402300799.0
+"""The last second of the year 9999: a later time cannot be shown as a date."""
 
 DomainLookup = Callable[[str], Domain]
 
@@ -70,7 +74,10 @@ class Workspace:
         }
 
     def to_json(self) -> bytes:
-        return (json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+        """The file's bytes; raises JsonInputError for content the loader would refuse."""
+        data = self.to_dict()
+        check_bounds(data)
+        return (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
 
     def save(self, path: Path | None = None) -> Path:
         """Write the file atomically; on failure the previous file stays as it was."""
@@ -92,23 +99,34 @@ class Workspace:
 
 def load_workspace(path: Path, domains: DomainLookup | None = None) -> Workspace:
     """Read and check a session file; raises WorkspaceError and never writes to it."""
+    where = _where(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise WorkspaceError(f"{path}: no such file") from None
+        raise WorkspaceError(f"{where}: no such file") from None
     except OSError as exc:
-        raise WorkspaceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise WorkspaceError(f"{path}: damaged (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise WorkspaceError(
-            f"{path}: damaged (invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    workspace = workspace_from_dict(data, domains, where=str(path))
+        raise WorkspaceError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    workspace = workspace_from_json(raw, domains, where=where)
     workspace.path = path
     return workspace
+
+
+def workspace_from_json(
+    raw: bytes, domains: DomainLookup | None = None, where: str = "session file"
+) -> Workspace:
+    """Parse (within bounds) and check a session file's bytes; raises WorkspaceError."""
+    try:
+        data = parse_json(raw)
+    except JsonInputError as exc:
+        raise WorkspaceError(f"{where}: damaged ({exc})") from None
+    try:
+        return workspace_from_dict(data, domains, where=where)
+    except WorkspaceError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
+        # The checks below are meant to catch every bad shape first; should one slip
+        # through, the user still gets a message and the file is still left alone.
+        raise WorkspaceError(f"{where}: damaged ({type(exc).__name__}: {exc})") from None
 
 
 def open_or_new(path: Path, domains: DomainLookup | None = None) -> Workspace:
@@ -131,14 +149,14 @@ def workspace_from_dict(
         raise WorkspaceError(f"{where}: damaged (schema must be a positive whole number)")
     if schema > SCHEMA_VERSION:
         saved_by = data.get("app_version")
-        by = f" by agentworld {saved_by}" if isinstance(saved_by, str) and saved_by else ""
+        by = f" by agentworld {_one_line(saved_by)[:40]}" if isinstance(saved_by, str) else ""
         raise WorkspaceError(
             f"{where}: saved{by} in session format {schema}; this version "
             f"({__version__}) reads format {SCHEMA_VERSION} or older: upgrade agentworld to open it"
         )
     check.text(data, "name", optional=True)
-    check.number(data, "created", optional=True)
-    check.number(data, "updated", optional=True)
+    check.moment(data, "created", optional=True)
+    check.moment(data, "updated", optional=True)
     check.whole(data, "active_tab", optional=True)
     check.mapping(data, "ui", optional=True)
     tabs = check.array(data, "tabs")
@@ -157,6 +175,9 @@ def workspace_from_dict(
         for turn in session.turns:
             if turn.status == "pending":  # saved while it ran: the process died mid-turn
                 turn.status, turn.note = "interrupted", STOPPED_NOTE
+            for attempt in turn.attempts:
+                if attempt.get("status") == "pending":  # restoring it would look running
+                    attempt["status"] = "interrupted"
         sessions.append(session)
     active = int(data.get("active_tab", 0))
     now = time.time()
@@ -208,12 +229,38 @@ class _Checker:
         ):
             raise self.fail(_join(path, key), "a number", value)
 
-    def whole(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
+    def moment(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
+        """A time in seconds since 1970 that can be shown as a date."""
+        self.number(obj, key, path, optional)
+        value = obj.get(key)
+        if value is not None and not 0 <= value <= LATEST_TIME:
+            raise WorkspaceError(
+                f"{self.where}: damaged ({_join(path, key)}: {value:g} is not a time since 1970 "
+                "before the year 10000)"
+            )
+
+    def flag(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
+        value = self._get(obj, key, optional)
+        if not (isinstance(value, bool) or (optional and value is None)):
+            raise self.fail(_join(path, key), "true or false", value)
+
+    def whole(
+        self,
+        obj: dict[str, Any],
+        key: str,
+        path: str = "",
+        optional: bool = False,
+        minimum: int | None = None,
+    ) -> None:
         value = self._get(obj, key, optional)
         if optional and value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(_join(path, key), "a whole number", value)
+        if minimum is not None and value < minimum:
+            raise WorkspaceError(
+                f"{self.where}: damaged ({_join(path, key)}: {value} is below {minimum})"
+            )
 
     def mapping(
         self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False
@@ -240,15 +287,13 @@ class _Checker:
             raise self.fail(path, "an object", tab)
         self.text(tab, "domain", path)
         self.text(tab, "id", path, optional=True)
-        self.number(tab, "created", path, optional=True)
+        self.moment(tab, "created", path, optional=True)
         self.text(tab, "system_prompt", path)
         scenario = self.mapping(tab, "scenario", path)
         for key in ("name", "title", "description", "state"):
             self.text(scenario, key, f"{path}.scenario", optional=True)
         self.mapping(scenario, "extras", f"{path}.scenario", optional=True)
-        control = self.mapping(tab, "control", path, optional=True)
-        if control:
-            self.text(control, "text", f"{path}.control")
+        self.control(tab, path)
         if tab.get("world") is not None:
             from agentworld_tui.world.fictional_world import WorldError, world_from_dict
 
@@ -271,7 +316,7 @@ class _Checker:
             if branch.get("parent") is not None:
                 self.whole(branch, "parent", where)
             self.whole(branch, "fork_turn", where, optional=True)
-            self.number(branch, "created", where, optional=True)
+            self.moment(branch, "created", where, optional=True)
             if branch["id"] != shown:
                 self.turns(self.array(branch, "turns", where), f"{where}.turns")
 
@@ -280,7 +325,7 @@ class _Checker:
             where = f"{path}[{i}]"
             if not isinstance(turn, dict):
                 raise self.fail(where, "an object", turn)
-            self.whole(turn, "number", where)
+            self.whole(turn, "number", where, minimum=1)
             if turn["number"] != i + 1:
                 raise WorkspaceError(
                     f"{self.where}: damaged ({where}.number is {turn['number']}, expected {i + 1})"
@@ -290,26 +335,131 @@ class _Checker:
             if "payload" not in action:
                 raise self.fail(f"{where}.action.payload", "a value", _MISSING)
             self.text(action, "label", f"{where}.action", optional=True)
+            self.payload(action["payload"], f"{where}.action.payload")
             self.text(turn, "user_message", where)
             for key in ("state", "observation", "reasoning", "note", "raw", "extraction"):
                 self.text(turn, key, where, optional=True)
-            status = turn.get("status", "complete")
-            if status not in TURN_STATUSES:
-                raise WorkspaceError(
-                    f"{self.where}: damaged ({where}.status: {status!r} is not one of "
-                    f"{', '.join(TURN_STATUSES)})"
-                )
-            self.mapping(turn, "stats", where, optional=True)
-            self.whole(turn, "omitted_turns", where, optional=True)
+            self.status(turn, where)
+            self.stats(turn, where)
+            self.whole(turn, "omitted_turns", where, optional=True, minimum=0)
             self.text(turn, "control", where, optional=True)
-            self.mapping(turn, "judgement", where, optional=True)
+            self.judgement(turn, where)
             for j, attempt in enumerate(self.array(turn, "attempts", where, optional=True)):
-                if not isinstance(attempt, dict):
-                    raise self.fail(f"{where}.attempts[{j}]", "an object", attempt)
+                self.attempt(attempt, f"{where}.attempts[{j}]")
 
+    def status(self, obj: dict[str, Any], path: str) -> None:
+        status = obj.get("status", "complete")
+        if not isinstance(status, str) or status not in TURN_STATUSES:
+            shown = repr(status)[:60] if isinstance(status, str) else type(status).__name__
+            raise WorkspaceError(
+                f"{self.where}: damaged ({path}.status: {shown} is not one of "
+                f"{', '.join(TURN_STATUSES)})"
+            )
+
+    def stats(self, obj: dict[str, Any], path: str) -> None:
+        """A turn's figures: those the app formats are numbers, the judge's reference is
+        text; figures this version does not know are kept as they are."""
+        stats = self.mapping(obj, "stats", path, optional=True)
+        where = f"{path}.stats"
+        for key in stats:
+            if key in _STATS_NUMBERS:
+                self.number(stats, key, where)
+            elif key in _STATS_TEXTS:
+                self.text(stats, key, where)
+
+    def attempt(self, attempt: Any, path: str) -> None:
+        """An earlier answer to a turn's action; restoring it reads every field below."""
+        if not isinstance(attempt, dict):
+            raise self.fail(path, "an object", attempt)
+        for key in ("observation", "reasoning", "note", "raw", "extraction"):
+            self.text(attempt, key, path, optional=True)
+        self.status(attempt, path)
+        self.stats(attempt, path)
+
+    def judgement(self, turn: dict[str, Any], path: str) -> None:
+        """A verdict as ``judge.Verdict.to_dict`` writes it; the app draws its scores."""
+        verdict = turn.get("judgement")
+        if verdict is None:
+            return
+        where = f"{path}.judgement"
+        if not isinstance(verdict, dict):
+            raise self.fail(where, "an object", verdict)
+        for key in ("error", "judge", "reference", "answer"):
+            self.text(verdict, key, where, optional=True)
+        self.flag(verdict, "engine_failed", where, optional=True)
+        self.stats(verdict, where)
+        found = verdict.get("judgement")
+        if found is None:
+            return
+        inner = f"{where}.judgement"
+        if not isinstance(found, dict):
+            raise self.fail(inner, "an object", found)
+        from agentworld_tui.world.judge import DIMENSIONS
+
+        scores = self.mapping(found, "scores", inner)
+        for dimension in DIMENSIONS:
+            self.number(scores, dimension, f"{inner}.scores")
+        self.number(found, "total", inner)
+        self.number(found, "normalised", inner)
+        self.text(found, "note", inner, optional=True)
+        for key in ("strengths", "weaknesses"):
+            for k, item in enumerate(self.array(found, key, inner, optional=True)):
+                if not isinstance(item, str):
+                    raise self.fail(f"{inner}.{key}[{k}]", "text", item)
+
+    def control(self, tab: dict[str, Any], path: str) -> None:
+        """The control instruction for a tab's next turn, checked as the app checks one."""
+        control = self.mapping(tab, "control", path, optional=True)
+        if not control:
+            return
+        where = f"{path}.control"
+        self.text(control, "text", where)
+        self.flag(control, "persistent", where, optional=True)
+        self.text(control, "preset", where, optional=True)
+        from agentworld_tui.world.perturbation import ControlError, control_instruction
+
+        try:
+            control_instruction(control["text"])
+        except ControlError as exc:
+            raise WorkspaceError(f"{self.where}: damaged ({where}: {exc})") from None
+
+    def payload(self, payload: Any, path: str) -> None:
+        """A tool call's payload ({"name", "arguments"}, as MCP, Search, SWE and Web write
+        it) has a text name and an object of arguments, which the panes read as such."""
+        if not isinstance(payload, dict):
+            return
+        if "name" in payload:
+            self.text(payload, "name", path)
+        if "arguments" in payload:
+            self.mapping(payload, "arguments", path)
+
+
+_STATS_NUMBERS = frozenset(
+    {
+        "prompt_tokens",
+        "evaluated_prompt_tokens",
+        "generated_tokens",
+        "reasoning_tokens",
+        "time_to_first_token",
+        "tokens_per_second",
+        "elapsed",
+        "n_ctx",
+    }
+)
+"""``GenerationStats``' numbers, formatted by the app wherever a turn's cost is shown."""
+_STATS_TEXTS = frozenset({"stop_reason", "reference"})
 
 _MISSING: Any = object()
 
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def _one_line(text: str) -> str:
+    return " ".join(sanitize(text).split())
+
+
+def _where(path: Path) -> str:
+    """A path as messages show it: one line, nothing a terminal would act on."""
+    return _one_line(str(path)) or "session file"
