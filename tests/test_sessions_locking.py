@@ -300,3 +300,16 @@ def test_lock_and_owner_files_are_hidden_and_never_listed(tmp_path: Path) -> Non
     assert [e.path for e in library.entries()] == [workspace.path]
     workspace.close()
     assert not (library.folder / owner).exists()
+
+
+def test_hold_takes_the_file_before_the_first_save(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.json"
+    workspace = Workspace(name="fresh", path=path)
+    workspace.hold()
+    assert workspace.holds_lock and not path.exists()
+    with pytest.raises(SessionInUse, match="already open in this program"):
+        Workspace(path=path).save()
+    workspace.tabs.append(new_session(TERMINAL, SCENARIO)[0])
+    workspace.save()
+    workspace.close()
+    Workspace(path=path).save()  # free again: a later writer may take it
