@@ -141,7 +141,7 @@ class SessionLibrary:
         SessionInUse when another program has it open. When this program has it open,
         that workspace stays usable: its next save writes the file anew."""
         if path.parent.resolve() != self.folder.resolve():
-            raise WorkspaceError(f"{path} is not in {self.folder}")
+            raise WorkspaceError(f"{_one_line(str(path))} is not in {self.folder}")
         held = open_workspace(path)
         lock = None
         if held is None or not held.holds_lock:
@@ -156,7 +156,8 @@ class SessionLibrary:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WorkspaceError(f"cannot delete {path}: {exc.strerror or exc}") from None
+            where = _one_line(str(path))
+            raise WorkspaceError(f"cannot delete {where}: {exc.strerror or exc}") from None
         finally:
             if lock is not None:
                 lock.release()
