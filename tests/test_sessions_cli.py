@@ -166,6 +166,20 @@ def test_export_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out == ""  # no turns, no lines
 
 
+def test_export_to_a_linked_file_writes_where_the_link_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, _ = new_session(get_domain("terminal"), Scenario("s", "S"))
+    good = tmp_path / "good.json"
+    Workspace([session]).save(good)
+    target = tmp_path / "notes" / "transcript.md"
+    target.parent.mkdir()
+    link = tmp_path / "latest.md"
+    link.symlink_to(target)
+    assert main(["export", str(good), "--format", "markdown", "-o", str(link)]) == 0
+    assert link.is_symlink() and target.read_text().startswith("# AgentWorld session")
+
+
 def test_a_turn_cut_short_is_saved_as_interrupted(tmp_path: Path) -> None:
     domain = get_domain("terminal")
     session, _ = new_session(domain, Scenario("s", "S"))

@@ -150,6 +150,106 @@ def test_markdown_transcript_reads_well_and_shows_no_controls() -> None:
     assert "thinking about ls" in with_reasoning
 
 
+HOSTILE = (
+    "Evil \x1b]0;title\x07\n# Injected heading\n<script>x</script> [a](javascript:x) "
+    "![i](http://t/p.png) *b* _c_ `d` ~~e~~ &amp; | f ###"
+)
+HOSTILE_SHOWN = (
+    "Evil # Injected heading <script>x</script> [a](javascript:x) "
+    "![i](http://t/p.png) *b* _c_ `d` ~~e~~ &amp; | f ###"
+)
+HOSTILE_PROSE = "\n".join(
+    [
+        "A box.",
+        "# a heading",
+        "- a list",
+        "1. a numbered list",
+        "    indented code",
+        "===",
+        "> a quote",
+        "---",
+        "<details><summary>html</summary>",
+        "| a | b |",
+        "|---|---|",
+        "```",
+        "[link]: http://t/ref",
+    ]
+)
+
+
+def hostile_session() -> Session:
+    """Every text of a session that a shared file could set, set to Markdown and HTML."""
+    from agentworld_tui.world.fictional_world import world_from_dict
+    from agentworld_tui.world.judge import Verdict
+
+    scenario = Scenario("box", HOSTILE, HOSTILE_PROSE, state="$ ")
+    session, _ = new_session(TERMINAL, scenario)
+    session.world = world_from_dict({"name": "w", "title": HOSTILE, "premise": "p"})
+    turn = session.begin_turn(TERMINAL.parse_action("ls", scenario))
+    session.finish_turn(turn, observation="a", reasoning="", status="interrupted", note=HOSTILE)
+    turn.action = type(turn.action)(turn.action.domain, turn.action.payload, HOSTILE)
+    turn.control = HOSTILE
+    turn.judgement = Verdict(None, error=HOSTILE, judge=HOSTILE).to_dict()
+    return session
+
+
+def test_markdown_export_shows_texts_from_a_file_literally() -> None:
+    from markdown_it import MarkdownIt
+
+    markdown = markdown_transcript([hostile_session()], title=HOSTILE)
+    assert "\x1b" not in markdown and "\x07" not in markdown
+    parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    tokens = parser.parse(markdown)
+    kinds = {t.type for t in tokens}
+    # the structure is the export's own: nothing a file's text could start
+    for forbidden in (
+        "bullet_list_open",
+        "ordered_list_open",
+        "blockquote_open",
+        "code_block",
+        "hr",
+        "table_open",
+    ):
+        assert forbidden not in kinds, forbidden
+    for token in tokens:
+        if token.type == "html_block":  # only the export's own <details> blocks
+            assert token.content.startswith(("<details><summary>System prompt", "</details>"))
+        if token.type == "fence":
+            assert token.info in ("markdown", "")
+    headings = [
+        (tokens[i].tag, tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"
+    ]
+    assert [tag for tag, _ in headings] == ["h1", "h2", "h3"]
+    for tag, inline in headings:
+        assert inline.children is not None
+        assert {c.type for c in inline.children} == {"text"}  # no link, image, html, emphasis
+        shown = "".join(c.content for c in inline.children)
+        expected = {"h1": "", "h2": "Terminal: ", "h3": "Turn 1: "}[tag] + HOSTILE_SHOWN
+        assert shown == expected
+    # the other lines that carry a file's text show it as written too
+    inlines = [t for t in tokens if t.type == "inline"]
+    texts = ["".join(c.content for c in t.children or [] if c.type == "text") for t in inlines]
+    for label in (
+        "Fictional world: ",
+        "Control instruction: ",
+        "interrupted: ",
+        f"Judged by {HOSTILE_SHOWN}: no judgement (",
+    ):
+        assert any(label + HOSTILE_SHOWN in text for text in texts), label
+    links = [c for t in inlines for c in t.children or [] if c.type in ("link_open", "image")]
+    assert links == []
+    description = next(t for t in texts if t.startswith("A box."))
+    assert "# a heading" in description and "1. a numbered list" in description
+    assert "[link]: http://t/ref" in description
+
+
+def test_an_empty_title_falls_back_and_plain_names_stay_readable() -> None:
+    session, _ = new_session(TERMINAL, Scenario("box", "web_search demo", "plain words"))
+    markdown = markdown_transcript([session], title="")
+    assert markdown.startswith("# AgentWorld session\n\n## Terminal: web_search demo\n")
+    assert "plain words" in markdown
+
+
 def test_json_transcript_has_every_turn_exactly() -> None:
     rec = recorded_session()
     session = rec.session

@@ -437,3 +437,206 @@ def test_session_keeps_the_domain_lookup_injectable(tmp_path: Path) -> None:
 
     loaded = load_workspace(path, lookup)
     assert seen == ["terminal"] and isinstance(loaded.tabs[0], Session)
+
+
+# -- symbolic links ------------------------------------------------------------------------
+def test_saving_through_a_link_writes_the_file_it_points_to(tmp_path: Path) -> None:
+    shared = tmp_path / "dropbox" / "shared.json"
+    workspace_with(1).save(shared)
+    shared.chmod(0o644)
+    link = tmp_path / "s.json"
+    link.symlink_to(shared)
+    with open_or_new(link) as workspace:
+        assert workspace.path == link
+        workspace.tabs.append(workspace_with(2).tabs[0])
+        workspace.save()
+        assert link.is_symlink() and os.readlink(link) == str(shared)
+        assert len(load_workspace(shared).tabs) == 2
+        assert shared.stat().st_mode & 0o777 == 0o644  # its permissions kept
+        # the link and the file it points to share one lock
+        with pytest.raises(WorkspaceError, match="already open"):
+            load_workspace(shared).save()
+    assert leftovers(tmp_path) == [] and leftovers(shared.parent) == []
+
+
+def test_a_dangling_link_is_saved_where_it_points(tmp_path: Path) -> None:
+    link = tmp_path / "s.json"
+    link.symlink_to(tmp_path / "later.json")
+    with open_or_new(link) as workspace:
+        workspace.tabs.append(workspace_with(1).tabs[0])
+        workspace.save()
+    assert link.is_symlink() and len(load_workspace(tmp_path / "later.json").tabs) == 1
+
+
+def test_renaming_a_linked_session_keeps_the_link(tmp_path: Path) -> None:
+    library = SessionLibrary(tmp_path / "lib")
+    shared = tmp_path / "shared.json"
+    workspace_with(1).save(shared)
+    library.folder.mkdir(parents=True, exist_ok=True)
+    link = library.folder / "shared.json"
+    link.symlink_to(shared)
+    renamed = library.rename(link, "Team session")
+    assert renamed.name == "Team session" and renamed.path == link
+    assert link.is_symlink() and load_workspace(shared).name == "Team session"
+
+
+def test_write_atomic_replaces_a_link_itself_unless_told_to_follow(tmp_path: Path) -> None:
+    from agentworld_tui.world.store import write_atomic
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    link = tmp_path / "cache" / "refs"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    write_atomic(link, b"new")  # a cache never writes outside itself through a link
+    assert outside.read_text() == "keep me" and not link.is_symlink()
+    assert link.read_bytes() == b"new" and link.stat().st_mode & 0o777 == 0o600
+    link.unlink()
+    link.symlink_to(outside)
+    write_atomic(link, b"through", follow_links=True)
+    assert link.is_symlink() and outside.read_text() == "through"
+
+
+# -- several tabs of one domain ------------------------------------------------------------
+def two_terminal_tabs() -> Workspace:
+    first, second = workspace_with(2).tabs[0], workspace_with(3).tabs[0]
+    return Workspace([first, second], name="two terminals", active_tab=1)
+
+
+def test_every_tab_of_one_domain_is_kept_by_a_save(tmp_path: Path) -> None:
+    path = tmp_path / "two.json"
+    two_terminal_tabs().save(path)
+    with open_or_new(path) as loaded:
+        assert [len(s.turns) for s in loaded.tabs_for("terminal")] == [2, 3]
+        shown = loaded.tabs[1]  # the app shows one terminal tab: the other stays in the file
+        loaded.add_shown([shown], active=shown)
+        loaded.save()
+    again = load_workspace(path)
+    assert [len(s.turns) for s in again.tabs] == [2, 3] and again.active_tab == 1
+
+
+def test_replacing_one_tab_keeps_the_other_of_the_same_domain(tmp_path: Path) -> None:
+    path = tmp_path / "two.json"
+    two_terminal_tabs().save(path)
+    with open_or_new(path) as loaded:
+        kept, old = loaded.tabs
+        fresh = workspace_with(1).tabs[0]
+        loaded.replace_tab(old, fresh)
+        assert loaded.tabs[0] is kept and loaded.tabs[1] is fresh
+        loaded.replace_tab(workspace_with(1).tabs[0], fresh)  # unknown old, known new: no copy
+        assert len(loaded.tabs) == 2
+        extra = workspace_with(4).tabs[0]
+        loaded.add_shown([kept, fresh, extra], active=extra)
+        assert loaded.tabs[2] is extra and loaded.active_tab == 2
+        loaded.remove_tab(extra)
+        assert loaded.active_tab == 1 and len(loaded.tabs) == 2
+        loaded.add_shown([new_session(TERMINAL, SCENARIO)[0]])  # no turns: not a tab
+        assert len(loaded.tabs) == 2
+        loaded.save()
+    assert [len(s.turns) for s in load_workspace(path).tabs] == [2, 1]
+
+
+def test_predict_keeps_every_tab_of_the_file(tmp_path: Path) -> None:
+    from agentworld_tui.commands.session_file import open_session_tab, save_turn
+
+    path = tmp_path / "two.json"
+    two_terminal_tabs().save(path)
+    workspace, session, _ = open_session_tab(path, TERMINAL, SCENARIO, state_given=False)
+    assert session is workspace.tabs[0]
+    turn = session.begin_turn(TERMINAL.parse_action("ls", SCENARIO))
+    session.finish_turn(turn, observation="a b", reasoning="", status="complete")
+    save_turn(workspace, session, turn)
+    workspace.close()
+    assert [len(s.turns) for s in load_workspace(path).tabs] == [3, 3]
+
+
+# -- renaming the open session, and keeping replaced ones -----------------------------------
+def test_renaming_the_open_session_survives_its_next_save(tmp_path: Path) -> None:
+    library = SessionLibrary(tmp_path / "lib")
+    open_one = library.new("Before")
+    open_one.tabs.append(workspace_with(1).tabs[0])
+    library.save(open_one)  # the app's open session, holding its file
+    assert open_one.path is not None
+    renamed = library.rename(open_one.path, "After")  # from the session browser
+    assert renamed is open_one and renamed.name == "After" and renamed.path == open_one.path
+    open_one.tabs[0].begin_turn(TERMINAL.parse_action("ls", SCENARIO))
+    library.save(open_one)  # the next turn's save
+    assert load_workspace(open_one.path).name == "After"
+    assert [e.name for e in library.entries()] == ["After"]
+
+
+def test_renaming_a_session_another_program_writes_is_refused(tmp_path: Path) -> None:
+    from agentworld_tui.world.workspace import SessionInUse
+
+    library = SessionLibrary(tmp_path / "lib")
+    path = library.folder / "other.json"
+    workspace_with(1).save(path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path;"
+            "from agentworld_tui.world.workspace import open_or_new;"
+            "w = open_or_new(Path(sys.argv[1])); print('holding', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(SessionInUse, match=f"process {holder.pid}"):
+            library.rename(path, "Mine now")
+        with pytest.raises(SessionInUse):
+            library.delete(path)
+        assert load_workspace(path).name == "test" and path.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.stdout.close()
+    library.delete(path)
+    assert not path.exists()
+
+
+def test_deleting_the_open_session_lets_it_be_saved_again(tmp_path: Path) -> None:
+    library = SessionLibrary(tmp_path / "lib")
+    open_one = library.new("Open")
+    open_one.tabs.append(workspace_with(1).tabs[0])
+    library.save(open_one)
+    assert open_one.path is not None
+    library.delete(open_one.path)
+    assert not open_one.path.exists()
+    library.save(open_one)  # what the user still sees is saved with the next turn
+    assert len(load_workspace(open_one.path).tabs) == 1
+
+
+def test_archive_keeps_a_replaced_tab_or_workspace_as_a_saved_session(tmp_path: Path) -> None:
+    library = SessionLibrary(tmp_path / "lib")
+    live = library.new("Work")
+    live.tabs.extend(two_terminal_tabs().tabs)
+    library.save(live)
+    when = time.mktime((2026, 12, 3, 10, 15, 0, 0, 0, -1))
+    old = live.tabs[1]
+    path = library.archive(old, "Work", when=when)
+    assert path.parent == library.folder and path != live.path
+    kept = load_workspace(path)
+    assert kept.name == "Work (replaced 2026-12-03 10:15)"
+    assert [len(s.turns) for s in kept.tabs] == [3]
+    assert kept.tabs[0].to_dict() == old.to_dict()
+    live.replace_tab(old, workspace_with(1).tabs[0])
+    library.save(live)  # the replacement does not touch the archived copy
+    assert [len(s.turns) for s in load_workspace(path).tabs] == [3]
+
+    whole = library.archive(live, reason="before import", when=when)
+    assert load_workspace(whole).name == "Work (before import 2026-12-03 10:15)"
+    assert len(load_workspace(whole).tabs) == 2
+    default = load_workspace(library.archive(old, when=when)).name
+    assert default == "Terminal: A box (replaced 2026-12-03 10:15)"
+    names = {e.name for e in library.entries()}
+    assert "Work (replaced 2026-12-03 10:15)" in names and "Work" in names
+    assert library.last_used() == live.path  # archiving does not change what is resumed
+    assert not (library.folder / f".{path.name}.owner").exists()  # the copy let go of it

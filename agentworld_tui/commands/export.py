@@ -60,7 +60,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output:
         out = Path(args.output)
         try:
-            write_atomic(out, text.encode("utf-8"))
+            write_atomic(out, text.encode("utf-8"), follow_links=True)
         except OSError as exc:
             raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
         print(f"agentworld: wrote {out}", file=sys.stderr)

@@ -14,7 +14,10 @@ the oldest turns did not fit a turn's context, that turn's lists start after the
 ``turn_idx`` counts from there. ``id`` is text: the session id, branch and turn number.
 
 JSON keeps every text exactly; characters a terminal could act on are written as ``\\u``
-escapes, so printing an export is safe. Markdown is for reading: model text is sanitized.
+escapes, so printing an export is safe. Markdown is for reading: model text is sanitized and
+fenced, and every other text that came from a file (the session's name, a scenario's title
+and description, action labels, notes) is escaped so that it shows as written and cannot
+start a heading, a list, a link, an image or HTML of its own.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ def markdown_transcript(
     sessions: Iterable[Session], *, reasoning: bool = False, title: str = ""
 ) -> str:
     """A readable transcript: each turn's action as sent, then the observation as shown."""
-    parts: list[str] = [f"# {title or 'AgentWorld session'}"]
+    parts: list[str] = [f"# {_inline(title) or 'AgentWorld session'}"]
     for session in sessions:
         parts.append(_session_markdown(session, reasoning))
     return "\n\n".join(parts) + "\n"
@@ -132,29 +135,29 @@ def markdown_transcript(
 
 def _session_markdown(session: Session, reasoning: bool) -> str:
     scenario = session.scenario
-    lines = [f"## {session.domain.title}: {_one_line(scenario.title or scenario.name)}"]
+    lines = [f"## {session.domain.title}: {_inline(scenario.title or scenario.name)}"]
     if scenario.description.strip():
-        lines.append(sanitize(scenario.description.strip()))
+        lines.append(_prose(scenario.description))
     if len(session.branches) > 1:
         lines.append(f"*Showing {session.branch.label} of {len(session.branches)} branches.*")
     lines.append(_details("System prompt", _fence(session.system_prompt, "markdown")))
     if session.world is not None:
-        lines.append(f"*Fictional world: {_one_line(session.world.title)}*")
+        lines.append(f"*Fictional world: {_inline(session.world.title)}*")
     if not session.turns:
         lines.append("*No turns yet.*")
     for turn in session.turns:
         label = turn.action.label or f"turn {turn.number}"
-        lines.append(f"### Turn {turn.number}: {_one_line(label)}")
+        lines.append(f"### Turn {turn.number}: {_inline(label)}")
         if turn.control:
-            lines.append(f"**Control instruction:** {_one_line(turn.control)}")
+            lines.append(f"**Control instruction:** {_inline(turn.control)}")
         lines.append("**Sent to the model:**\n\n" + _fence(turn.user_message, "markdown"))
         if reasoning and turn.reasoning.strip():
             lines.append(_details("Reasoning", _fence(turn.reasoning.strip())))
         if turn.observation:
             lines.append("**Observation:**\n\n" + _fence(turn.observation))
         if turn.status != "complete" or turn.note:
-            why = f": {turn.note}" if turn.note else ""
-            lines.append(f"*{turn.status.replace('_', ' ')}{_one_line(why)}*")
+            why = f": {_inline(turn.note)}" if turn.note.strip() else ""
+            lines.append(f"*{turn.status.replace('_', ' ')}{why}*")
         if turn.attempts:
             lines.append(f"*{len(turn.attempts)} earlier answer(s) to this action kept.*")
         if turn.judgement:
@@ -169,10 +172,10 @@ def _judgement_line(data: dict[str, Any]) -> str:
         verdict = Verdict.from_dict(data)
     except (KeyError, TypeError, ValueError):
         return "*Judgement: damaged record.*"
-    by = f" by {_one_line(verdict.judge)}" if verdict.judge else ""
+    by = f" by {_inline(verdict.judge)}" if verdict.judge.strip() else ""
     judgement = verdict.judgement
     if judgement is None:
-        return f"*Judged{by}: no judgement ({_one_line(verdict.error)}).*"
+        return f"*Judged{by}: no judgement ({_inline(verdict.error)}).*"
     scores = ", ".join(f"{d} {judgement.scores[d]:g}" for d in DIMENSIONS)
     return (
         f"*Judged{by}: mean {judgement.total:.2f} of 5, score {judgement.normalised:.1f}"
@@ -193,3 +196,32 @@ def _fence(text: str, lang: str = "") -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(sanitize(text).split())
+
+
+# What CommonMark (with GFM tables and strikethrough) or HTML would act on inside a line: an
+# underscore only at a word's edge, since "web_search" is never emphasis.
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*\[\]<>#|~&]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_LIST_NUMBER = re.compile(r"^(\d{1,9})([.)])")
+
+
+def _inline(text: str) -> str:
+    """Untrusted text as one line of Markdown that shows exactly that text: controls
+    removed, line breaks joined, and every character Markdown or HTML acts on escaped."""
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), _one_line(text))
+
+
+def _prose(text: str) -> str:
+    """Untrusted text of several lines as paragraphs of plain Markdown: each line escaped
+    as ``_inline`` does, with nothing at its start that would begin a list, a quote, a
+    heading, a rule or a code block."""
+    out: list[str] = []
+    for raw in sanitize(text).strip().split("\n"):
+        line = _inline(raw)
+        if not line:
+            if out and out[-1]:
+                out.append("")
+            continue
+        if line[0] in "-+=":
+            line = "\\" + line
+        out.append(_LIST_NUMBER.sub(r"\1\\\2", line))
+    return "\n".join(out)

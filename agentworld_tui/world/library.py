@@ -15,8 +15,18 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.session import Session
 from agentworld_tui.world.store import remove_stale_temporaries, write_atomic
-from agentworld_tui.world.workspace import DomainLookup, Workspace, WorkspaceError, load_workspace
+from agentworld_tui.world.workspace import (
+    DomainLookup,
+    SessionInUse,
+    Workspace,
+    WorkspaceError,
+    load_workspace,
+    lock_session_file,
+    open_workspace,
+)
 
 SUFFIX = ".json"
 LAST_USED = "last-used"
@@ -25,7 +35,8 @@ LAST_USED = "last-used"
 
 @dataclass(frozen=True)
 class SavedSession:
-    """One session file as the session picker lists it."""
+    """One session file as the session picker lists it. Its texts came from files a user
+    may have been sent, so they are made safe to show here: one line, no controls."""
 
     path: Path
     name: str
@@ -68,12 +79,15 @@ class SessionLibrary:
             try:
                 ws = load_workspace(path, self.domains)
             except WorkspaceError as exc:
-                found.append(SavedSession(path, path.stem, _mtime(path), problem=str(exc)))
+                problem = _one_line(str(exc))
+                found.append(
+                    SavedSession(path, _one_line(path.stem), _mtime(path), problem=problem)
+                )
                 continue
             found.append(
                 SavedSession(
                     path,
-                    ws.name or path.stem,
+                    _one_line(ws.name) or _one_line(path.stem),
                     ws.updated,
                     len(ws.tabs),
                     ws.turn_count,
@@ -89,7 +103,9 @@ class SessionLibrary:
         return Workspace(name=name, path=self.folder / self._file_name(name))
 
     def open(self, path: Path) -> Workspace:
-        ws = load_workspace(path, self.domains)
+        """Open a session for writing (its lock held until ``close()``); raises
+        SessionInUse when another program has it open."""
+        ws = load_workspace(path, self.domains, hold=True)
         self.mark_used(path)
         return ws
 
@@ -100,27 +116,88 @@ class SessionLibrary:
         return path
 
     def rename(self, path: Path, name: str) -> Workspace:
-        """Change the name shown in the browser (the file name stays, so links keep working)."""
+        """Change the name shown in the browser and return the renamed workspace.
+
+        The file keeps its name, so links and ``--session`` paths keep working. When this
+        program has the file open (the app's current session), that very workspace is
+        renamed and saved, so its next save keeps the new name: the caller only redraws
+        the name. Raises SessionInUse when another program has the file open.
+        """
         name = " ".join(name.split())
         if not name:
             raise WorkspaceError("a session needs a name")
-        ws = load_workspace(path, self.domains)
-        ws.name = name
-        ws.save(path)
+        held = open_workspace(path)
+        if held is not None and held.holds_lock:
+            held.name = name
+            held.save()
+            return held
+        with load_workspace(path, self.domains, hold=True) as ws:
+            ws.name = name
+            ws.save()
         return ws
 
     def delete(self, path: Path) -> None:
-        """Remove a session file (the browser asks for confirmation first)."""
+        """Remove a session file (the browser asks for confirmation first); raises
+        SessionInUse when another program has it open. When this program has it open,
+        that workspace stays usable: its next save writes the file anew."""
         if path.parent.resolve() != self.folder.resolve():
-            raise WorkspaceError(f"{path} is not in {self.folder}")
+            raise WorkspaceError(f"{_one_line(str(path))} is not in {self.folder}")
+        held = open_workspace(path)
+        lock = None
+        if held is None or not held.holds_lock:
+            try:
+                lock = lock_session_file(path)
+            except SessionInUse:
+                raise
+            except WorkspaceError:
+                lock = None  # no lock can be made there: nobody can be writing it either
         try:
             path.unlink()
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WorkspaceError(f"cannot delete {path}: {exc.strerror or exc}") from None
+            where = _one_line(str(path))
+            raise WorkspaceError(f"cannot delete {where}: {exc.strerror or exc}") from None
+        finally:
+            if lock is not None:
+                lock.release()
+        if held is not None and held.holds_lock:
+            held.forget_file()
         if self._pointer() == path.name:
             self._forget_last()
+
+    def archive(
+        self,
+        what: Session | Workspace,
+        name: str = "",
+        *,
+        reason: str = "replaced",
+        when: float | None = None,
+    ) -> Path:
+        """Keep a copy of one tab's session (or of a whole workspace) as a saved session
+        named "<name> (<reason> 2026-12-03 10:15)", and return its path.
+
+        For whatever is about to replace a tab's history: the old one stays in the session
+        browser. ``name`` defaults to the workspace's name, or the tab's domain and scenario.
+        """
+        if isinstance(what, Workspace):
+            tabs, active, ui = list(what.tabs), what.active_tab, dict(what.ui)
+            base = name or what.name
+        else:
+            tabs, active, ui = [what], 0, {}
+            base = name or f"{what.domain.title}: {what.scenario.title or what.scenario.name}"
+        base = " ".join(base.split()) or "Session"
+        moment = time.strftime("%Y-%m-%d %H:%M", time.localtime(when or time.time()))
+        title = f"{base} ({reason} {moment})"
+        copy = Workspace(
+            tabs=tabs,
+            name=title,
+            active_tab=active,
+            ui=ui,
+            path=self.folder / self._file_name(title),
+        )
+        with copy:
+            return copy.save()
 
     def mark_used(self, path: Path) -> None:
         if path.parent.resolve() != self.folder.resolve():
@@ -153,6 +230,10 @@ class SessionLibrary:
     def _file_name(self, name: str) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "session"
         return f"{slug}-{uuid.uuid4().hex[:6]}{SUFFIX}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(sanitize(text).split())
 
 
 def _mtime(path: Path) -> float:

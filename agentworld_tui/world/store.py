@@ -2,13 +2,17 @@
 
 A temporary file in the same folder is written, flushed and fsynced, then renamed over the
 target, so a crash, a kill or a full disk leaves either the old file or the new one, never
-half of one.
+half of one. With ``follow_links`` a symbolic link is written through (the file it points to
+is replaced and the link stays a link), as a user who linked a session or settings file
+expects; without it the link itself is replaced, which is what a cache that must never write
+outside itself wants.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -19,14 +23,26 @@ second); a younger one may be another running app's save in progress."""
 TMP_SUFFIX = ".tmp"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def real_path(path: Path) -> Path:
+    """``path`` with every symbolic link followed: the file a write must replace."""
+    return Path(os.path.realpath(path))
+
+
+def write_atomic(path: Path, data: bytes, *, follow_links: bool = False) -> None:
+    """Replace ``path`` (with ``follow_links``, the file its link points to) with ``data``,
+    keeping the replaced file's permissions."""
+    if follow_links:
+        path = real_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _regular_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -38,6 +54,16 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _regular_file_mode(path: Path) -> int | None:
+    """The permissions of the regular file at ``path``; None for a new file (which keeps
+    mkstemp's owner-only mode) or a link that is being replaced."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return None
+    return stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else None
 
 
 def remove_stale_temporaries(folder: Path, older_than: float = STALE_SECONDS) -> list[Path]:
