@@ -229,3 +229,45 @@ def test_help_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+CONTROLS = set("\x1b\x07\x9b\x9d\u202e\u2066\x7f\x00")
+HOSTILE_TOML = "\\u001b]52;c;b3duZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e\\u007f"
+REAL_NAME = "evil2\x1b]52;c;b3duZWQ=\x07\x1b[2J\x9b31m\u202e\x7f"
+
+
+def assert_clean(*texts: str) -> None:
+    for text in texts:
+        assert not set(text) & CONTROLS, repr(text)
+
+
+def test_catalog_and_hub_text_reach_the_terminal_sanitized(hub: HubServer) -> None:
+    """Names from a shared models.toml and from a lying Hub are printed without controls."""
+    catalog = Path(os.environ["AGENTWORLD_CONFIG_DIR"]) / "models.toml"
+    catalog.write_text(
+        USER_CATALOG
+        + f'\n[[model]]\nname = "evil{HOSTILE_TOML}"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n'
+        + f'description = "{HOSTILE_TOML}"\nsize_gb = "{HOSTILE_TOML}"\n'
+        + f'\n[[model]]\nname = "evil2{HOSTILE_TOML}"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n',
+        encoding="utf-8",
+    )
+    hub.add_repo(REPO, {"\x1b]0;owned\x07Tiny-Q4_K_M.gguf": b"GGUF" + bytes(100)})
+    env = cli_env(hub)
+    listed = agentworld("models", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "evil2" in listed.stdout and "wrong type" in listed.stderr
+    assert_clean(listed.stdout, listed.stderr)
+    for args, expected in (
+        (("pull", "tiny"), "file name"),
+        (("pull", "nothing-like-it"), "unknown model"),
+        (("path", REAL_NAME), "evil2"),
+        (("rm", REAL_NAME), "evil2"),
+        (("pull", REAL_NAME), "Q5_K_M"),
+    ):
+        done = agentworld("models", *args, env=env)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert expected in done.stderr.splitlines()[-1]
+        assert_clean(done.stdout, done.stderr)
+    doctor = agentworld("doctor", "--model", f"/nowhere/{REAL_NAME}.gguf", env=env)
+    assert doctor.returncode == 1 and "cannot read it" in doctor.stdout
+    assert_clean(doctor.stdout, doctor.stderr)
