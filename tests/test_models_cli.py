@@ -271,3 +271,35 @@ def test_catalog_and_hub_text_reach_the_terminal_sanitized(hub: HubServer) -> No
     doctor = agentworld("doctor", "--model", f"/nowhere/{REAL_NAME}.gguf", env=env)
     assert doctor.returncode == 1 and "cannot read it" in doctor.stdout
     assert_clean(doctor.stdout, doctor.stderr)
+
+
+def test_absurd_numbers_in_the_catalog_are_reported_not_fatal(
+    isolated_dirs: dict[str, Path],
+) -> None:
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "models.toml").write_text(
+        '[[model]]\nname = "huge"\nrepo = "a/b"\nquant = "Q4_K_M"\nsize_gb = 1e308\n'
+        '[[model]]\nname = "agentworld-35b-q8_0"\nsize_gb = nan\n'
+        '[[model]]\nname = "deep"\nrepo = "a/b"\nquant = "Q8_0"\nn_layers = 99999999999\n',
+        encoding="utf-8",
+    )
+    env = cli_env(None)
+    for args in (("models", "list"), ("models", "list", "--json"), ("doctor",)):
+        done = agentworld(*args, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "model 'huge': size_gb = 1e+308 is not between 0 and 10000" in done.stderr
+        assert "model 'agentworld-35b-q8_0': size_gb = nan" in done.stderr
+        assert "model 'deep': n_layers = 99999999999" in done.stderr
+    listed = agentworld("models", "list", env=env)
+    assert "huge" not in listed.stdout and "agentworld-35b-q8_0" in listed.stdout
+
+
+def test_models_list_refuses_a_context_out_of_range(isolated_dirs: dict[str, Path]) -> None:
+    env = cli_env(None)
+    for ctx in ("-5", str(10**400), str(1 << 32)):
+        done = agentworld("models", "list", "--ctx", ctx, env=env)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "--ctx" in done.stderr.splitlines()[-1]
+    fine = agentworld("models", "list", "--ctx", "65536", env=env)
+    assert fine.returncode == 0 and "Fit at 65536 tokens" in fine.stderr

@@ -3,11 +3,14 @@
 The shipped ``models.toml`` is read first, then ``models.toml`` in the user's config dir,
 which adds entries or changes shipped ones field by field (matched by name). A malformed
 file never stops the app: each problem becomes a message naming the file and the line, and
-whatever could be read is kept (the shipped entries at the least).
+whatever could be read is kept (the shipped entries at the least). A number out of its
+range (negative, NaN, infinite, absurdly large) is such a problem too; an entry built by code
+has its numbers clamped into range, so no caller meets one.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -17,6 +20,16 @@ from typing import Any
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 QUANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MODEL_HEADER = re.compile(r"^\s*\[\[\s*model\s*\]\]")
+MAX_SIZE_GB = 10_000.0
+"""Above any GGUF file made so far, many times over."""
+MAX_KV_BYTES_PER_TOKEN = 1 << 26
+MAX_LAYERS = 4096
+_RANGES: dict[str, float] = {
+    "size_gb": MAX_SIZE_GB,
+    "kv_bytes_per_token": MAX_KV_BYTES_PER_TOKEN,
+    "n_layers": MAX_LAYERS,
+}
+"""The largest value each numeric key may have; all must be 0 or more."""
 
 _KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -49,6 +62,15 @@ class CatalogEntry:
     source: str = "shipped"
     """Where the entry (or its last override) came from."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size_gb", float(_clamped(self.size_gb, MAX_SIZE_GB)))
+        object.__setattr__(
+            self,
+            "kv_bytes_per_token",
+            int(_clamped(self.kv_bytes_per_token, MAX_KV_BYTES_PER_TOKEN)),
+        )
+        object.__setattr__(self, "n_layers", int(_clamped(self.n_layers, MAX_LAYERS)))
+
     @property
     def size_bytes(self) -> int:
         return int(self.size_gb * 1e9)
@@ -57,6 +79,13 @@ class CatalogEntry:
     def spec(self) -> str:
         """``REPO:QUANT``: what ``agentworld models pull`` also accepts."""
         return f"{self.repo}:{self.quant}"
+
+
+def _clamped(value: float, high: float) -> float:
+    """``value`` within 0..high; NaN (and anything not a number) counts as 0 (unknown)."""
+    if not isinstance(value, int | float) or math.isnan(value) or value < 0:
+        return 0
+    return min(value, high)
 
 
 @dataclass
@@ -252,10 +281,8 @@ def _check_values(values: dict[str, Any]) -> tuple[str, str] | None:
     quant = values.get("quant")
     if quant is not None and not QUANT_PATTERN.match(quant):
         return "quant", f"quant {quant!r} is not a quantization tag such as Q4_K_M"
-    size = values.get("size_gb")
-    if size is not None and size < 0:
-        return "size_gb", "size_gb cannot be negative"
-    for key in ("kv_bytes_per_token", "n_layers"):
-        if values.get(key, 0) < 0:
-            return key, f"{key} cannot be negative"
+    for key, high in _RANGES.items():
+        value = values.get(key, 0)
+        if math.isnan(value) or not 0 <= value <= high:
+            return key, f"{key} = {value!r} is not between 0 and {high:g}"
     return None

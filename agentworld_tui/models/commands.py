@@ -36,7 +36,9 @@ def register(
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="the catalog: downloaded or not, size, fit")
-    listing.add_argument("--ctx", type=int, default=0, metavar="N", help="context for the fit")
+    listing.add_argument(
+        "--ctx", type=_context_size, default=0, metavar="N", help="context for the fit"
+    )
     listing.add_argument("--json", action="store_true", help="print one JSON object")
     listing.set_defaults(handler=cmd_list)
 
@@ -59,6 +61,21 @@ def register(
         help="llama.cpp build, GPUs, memory, and whether the configured model fits",
     )
     doctor.set_defaults(handler=cmd_doctor)
+
+
+MAX_CONTEXT = (1 << 32) - 1
+"""llama.cpp keeps the context size in 32 bits."""
+
+
+def _context_size(text: str) -> int:
+    """``--ctx`` for a fit: 0 (the default) up to what llama.cpp can hold."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if not 0 <= value <= MAX_CONTEXT:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_CONTEXT} tokens")
+    return value
 
 
 def _clean(text: str) -> str:
