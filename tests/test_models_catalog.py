@@ -206,3 +206,24 @@ def test_entries_built_by_code_with_absurd_numbers_do_not_crash_the_fit() -> Non
         assert verdict.summary()
         assert entry.size_bytes >= 0
     recommend(catalog, machine, gpu_offload=False)
+
+
+def test_control_characters_in_names_and_descriptions() -> None:
+    """A shared models.toml cannot smuggle terminal controls into any display."""
+    catalog = Catalog()
+    text = (
+        '[[model]]\nname = "evil\\u001b]52;c;eA==\\u0007"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        '[[model]]\nname = "bidi\\u202e"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        '[[model]]\nname = "fine"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        'description = "clear\\u001b[2J screen\\u009b31m\\nsecond line"\n'
+    )
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert [e.name for e in catalog.entries] == ["fine"]
+    assert catalog.entries[0].description == "clear screen second line"
+    assert len(catalog.problems) == 2
+    assert (
+        "user.toml:2: model 'evil\\x1b]52;c;eA==\\x07': the name has control"
+        in (catalog.problems[0])
+    )
+    for problem in catalog.problems:
+        assert not set(problem) & set("\x1b\x07\u202e\x9b")

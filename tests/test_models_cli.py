@@ -246,7 +246,7 @@ def test_catalog_and_hub_text_reach_the_terminal_sanitized(hub: HubServer) -> No
     catalog = Path(os.environ["AGENTWORLD_CONFIG_DIR"]) / "models.toml"
     catalog.write_text(
         USER_CATALOG
-        + f'\n[[model]]\nname = "evil{HOSTILE_TOML}"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n'
+        + f'\n[[model]]\nname = "evil"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n'
         + f'description = "{HOSTILE_TOML}"\nsize_gb = "{HOSTILE_TOML}"\n'
         + f'\n[[model]]\nname = "evil2{HOSTILE_TOML}"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n',
         encoding="utf-8",
@@ -255,14 +255,15 @@ def test_catalog_and_hub_text_reach_the_terminal_sanitized(hub: HubServer) -> No
     env = cli_env(hub)
     listed = agentworld("models", "list", env=env)
     assert listed.returncode == 0, listed.stderr
-    assert "evil2" in listed.stdout and "wrong type" in listed.stderr
+    assert "wrong type" in listed.stderr
+    assert "model 'evil2\\x1b]52;c;b3duZWQ=\\x07" in listed.stderr  # shown escaped
     assert_clean(listed.stdout, listed.stderr)
     for args, expected in (
         (("pull", "tiny"), "file name"),
         (("pull", "nothing-like-it"), "unknown model"),
         (("path", REAL_NAME), "evil2"),
         (("rm", REAL_NAME), "evil2"),
-        (("pull", REAL_NAME), "Q5_K_M"),
+        (("pull", f"{REPO}:Q5_K_M"), "Q5_K_M"),
     ):
         done = agentworld("models", *args, env=env)
         assert done.returncode != 0 and "Traceback" not in done.stderr

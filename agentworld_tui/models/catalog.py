@@ -5,7 +5,8 @@ which adds entries or changes shipped ones field by field (matched by name). A m
 file never stops the app: each problem becomes a message naming the file and the line, and
 whatever could be read is kept (the shipped entries at the least). A number out of its
 range (negative, NaN, infinite, absurdly large) is such a problem too; an entry built by code
-has its numbers clamped into range, so no caller meets one.
+has its numbers clamped into range, so no caller meets one. A name with terminal controls
+is refused and a description has them removed: a models.toml may be a file someone sent.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from agentworld_tui.world.sanitize import sanitize
 
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 QUANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -237,6 +240,13 @@ def _merge_entry(
         catalog.problems.append(f"{here}: [[model]] without a name; entry ignored")
         return
     name = name.strip()
+    if sanitize(name) != name or "\t" in name or "\n" in name:
+        line = _key_line(lines, "name", start, end)
+        catalog.problems.append(
+            f"{where}:{line}: model {name!r}: the name has control or formatting characters; "
+            "entry ignored"
+        )
+        return
     values: dict[str, Any] = {}
     for key, value in table.items():
         expected = _KNOWN_KEYS.get(key)
@@ -260,6 +270,8 @@ def _merge_entry(
         return
     if "size_gb" in values:
         values["size_gb"] = float(values["size_gb"])
+    if "description" in values:
+        values["description"] = " ".join(sanitize(values["description"]).split())
     values["name"] = name
     existing = next((i for i, e in enumerate(catalog.entries) if e.name == name), None)
     if existing is not None:
