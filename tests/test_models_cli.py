@@ -304,3 +304,17 @@ def test_models_list_refuses_a_context_out_of_range(isolated_dirs: dict[str, Pat
         assert "--ctx" in done.stderr.splitlines()[-1]
     fine = agentworld("models", "list", "--ctx", "65536", env=env)
     assert fine.returncode == 0 and "Fit at 65536 tokens" in fine.stderr
+
+
+def test_a_file_system_error_during_a_pull_is_one_line(hub: HubServer, tmp_path: Path) -> None:
+    """A cache path that runs through a file (a mistyped HF_HUB_CACHE) cannot be written."""
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": b"GGUF" + bytes(500)})
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    pulled = agentworld(
+        "models", "pull", "tiny", env=cli_env(hub, HF_HUB_CACHE=str(a_file / "hub"))
+    )
+    assert pulled.returncode != 0 and "Traceback" not in pulled.stderr
+    last = pulled.stderr.splitlines()[-1]
+    assert last.startswith("agentworld: cannot write tiny into the cache")
+    assert a_file.read_text() == "x"

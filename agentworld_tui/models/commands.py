@@ -283,7 +283,7 @@ class ProgressBar:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from agentworld_tui.models.cache import find_local
+    from agentworld_tui.models.cache import find_local, hub_cache_dir
     from agentworld_tui.models.download import (
         DownloadError,
         check_disk_room,
@@ -316,6 +316,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
         except DownloadError as exc:
             bar.close()
             raise _refuse(str(exc)) from None
+        except OSError as exc:
+            bar.close()
+            raise _refuse(
+                f"cannot write {entry.name} into the cache {hub_cache_dir()}: "
+                f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+            ) from None
         except KeyboardInterrupt:
             cancel.set()
             bar.close()
