@@ -163,10 +163,12 @@ NUMBERS = [
     ("kv_bytes_per_token", "9223372036854775807"),
     ("n_layers", "-3"),
     ("n_layers", "1000000000"),
+    ("n_layers", "9" * 400),
+    ("size_gb", "-" + "9" * 400),
 ]
 
 
-@pytest.mark.parametrize(("key", "value"), NUMBERS)
+@pytest.mark.parametrize(("key", "value"), NUMBERS, ids=[f"{k}={v[:12]}" for k, v in NUMBERS])
 def test_a_number_out_of_range_is_a_catalog_problem(key: str, value: str) -> None:
     """The entry is skipped with its name, key and line; an override keeps the shipped entry."""
     catalog = load_catalog()
@@ -227,3 +229,19 @@ def test_control_characters_in_names_and_descriptions() -> None:
     )
     for problem in catalog.problems:
         assert not set(problem) & set("\x1b\x07\u202e\x9b")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[[model]]\nname = 'x'\nn_layers = " + "9" * 5000 + "\n", "a number with too many digits"),
+        ("a = " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply"),
+    ],
+    ids=["long-integer", "deep-nesting"],
+)
+def test_a_file_tomllib_chokes_on_is_a_catalog_problem(text: str, reason: str) -> None:
+    catalog = load_catalog()
+    before = list(catalog.entries)
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert catalog.entries == before
+    assert catalog.problems == [f"user.toml: {reason}; file ignored"]

@@ -86,9 +86,13 @@ class CatalogEntry:
 
 def _clamped(value: float, high: float) -> float:
     """``value`` within 0..high; NaN (and anything not a number) counts as 0 (unknown)."""
-    if not isinstance(value, int | float) or math.isnan(value) or value < 0:
+    if not isinstance(value, int | float) or _is_nan(value) or value < 0:
         return 0
     return min(value, high)
+
+
+def _is_nan(value: float) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 @dataclass
@@ -175,6 +179,12 @@ def merge_catalog_text(catalog: Catalog, text: str, where: str, *, origin: str) 
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         catalog.problems.append(f"{where}: {exc}; file ignored")
+        return
+    except ValueError:  # an integer longer than Python converts
+        catalog.problems.append(f"{where}: a number with too many digits; file ignored")
+        return
+    except RecursionError:
+        catalog.problems.append(f"{where}: nested too deeply; file ignored")
         return
     header_lines = [
         number
@@ -295,6 +305,7 @@ def _check_values(values: dict[str, Any]) -> tuple[str, str] | None:
         return "quant", f"quant {quant!r} is not a quantization tag such as Q4_K_M"
     for key, high in _RANGES.items():
         value = values.get(key, 0)
-        if math.isnan(value) or not 0 <= value <= high:
-            return key, f"{key} = {value!r} is not between 0 and {high:g}"
+        if _is_nan(value) or not 0 <= value <= high:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+            return key, f"{key} = {shown} is not between 0 and {high:g}"
     return None
