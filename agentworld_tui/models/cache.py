@@ -185,7 +185,9 @@ def remove(entry: CatalogEntry, cache_dir: Path | None = None) -> Removal:
     """Delete the entry's files from every snapshot, and their blobs once nothing uses them.
 
     Other quantizations of the same repository stay. When the repository has nothing left,
-    its folder goes too (with any interrupted download in it).
+    its folder goes too (with any interrupted download in it). A snapshot link that leads
+    out of the repository's blobs is removed itself, and what it points to stays; a linked
+    repository, snapshots or blobs folder raises OutsideCacheError before anything goes.
     """
     root = cache_dir or hub_cache_dir()
     folder = repo_folder(entry.repo, root)
