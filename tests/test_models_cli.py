@@ -318,3 +318,28 @@ def test_a_file_system_error_during_a_pull_is_one_line(hub: HubServer, tmp_path:
     last = pulled.stderr.splitlines()[-1]
     assert last.startswith("agentworld: cannot write tiny into the cache")
     assert a_file.read_text() == "x"
+
+
+def test_a_lying_digest_cannot_make_pull_and_rm_delete_a_users_file(
+    hub: HubServer, tmp_path: Path
+) -> None:
+    """The reported attack end to end: lfs.sha256 = a path to a file outside the cache."""
+    victim = tmp_path / "my-models" / "precious.gguf"
+    victim.parent.mkdir()
+    victim.write_bytes(b"GGUF mine")
+    hub.add_repo(
+        REPO,
+        {
+            "Tiny-Q8_0.gguf": b"GGUF" + bytes(50),
+            "Tiny-Q4_K_M.gguf": HubFile(
+                b"GGUF" + bytes(60), recorded_sha256="../../../../my-models/precious.gguf"
+            ),
+        },
+    )
+    env = cli_env(hub)
+    assert agentworld("models", "pull", "tiny-big", env=env).returncode == 0  # blobs/ exists
+    pulled = agentworld("models", "pull", "tiny", env=env)
+    assert "'../../../../my-models/precious.gguf', not a sha256" in one_line_error(pulled)
+    removed = agentworld("models", "rm", "tiny", env=env)
+    assert "tiny is not downloaded" in one_line_error(removed)
+    assert victim.read_bytes() == b"GGUF mine" and not victim.is_symlink()
