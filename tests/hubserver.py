@@ -14,6 +14,12 @@ It answers the requests huggingface-hub makes, laid out as the real Hub lays the
 The CDN (a second listener, another origin) serves LFS bytes with ``Range`` support. Faults
 for tests: a file can record a size or sha256 other than its bytes, serve different bytes,
 drop the connection after N bytes on its first GET, or stall after N bytes until released.
+
+A lying Hub, for the tests of what a client may trust: the listing can give any string as a
+file's name, sha256, blob id or the repository's commit, and add raw sibling objects that
+huggingface-hub cannot parse. Because a client normalises ``..`` out of a URL, a repository
+added with ``any_path=True`` answers a resolve request that matches no route for the listed
+file whose name ends in the requested last segment, so a lying name is still served.
 Every request is logged for assertions. Loops are bounded; stalls time out.
 """
 
@@ -51,6 +57,8 @@ class HubFile:
     """On the first GET, send this many body bytes, then drop the connection."""
     stall_after: int | None = None
     """On every GET until ``HubServer.release()``, send this many bytes, then wait."""
+    recorded_blob_id: str | None = None
+    """git blob id the listing reports (default: that of ``data``)."""
     gets: int = 0
 
     @property
@@ -65,6 +73,12 @@ class HubFile:
     def body(self) -> bytes:
         return self.serve if self.serve is not None else self.data
 
+    @property
+    def blob_id(self) -> str:
+        return (
+            self.recorded_blob_id if self.recorded_blob_id is not None else git_blob_id(self.data)
+        )
+
 
 @dataclass
 class HubRepo:
@@ -72,6 +86,10 @@ class HubRepo:
     files: dict[str, HubFile]
     gated: bool = False
     commit: str = ""
+    any_path: bool = False
+    """Serve a listed file at any URL ending in its last name segment (a lying Hub)."""
+    raw_siblings: list[Any] = field(default_factory=list)
+    """Sibling objects appended to the listing as they are (malformed ones included)."""
 
     def __post_init__(self) -> None:
         if not self.commit:
@@ -180,7 +198,20 @@ class _HubHandler(_Handler):
         if resolve:
             self.resolve(resolve.group(1), resolve.group(2), resolve.group(3))
             return
-        self.send(404, b"not found")
+        if not self.resolve_anywhere(path):
+            self.send(404, b"not found")
+
+    def resolve_anywhere(self, path: str) -> bool:
+        """A lying repository's file asked for at a URL the client normalised."""
+        last = path.rsplit("/", 1)[-1]
+        for repo in self.state.repos.values():
+            if not repo.any_path:
+                continue
+            for name in repo.files:
+                if name.rsplit("/", 1)[-1] == last:
+                    self.resolve(repo.repo_id, repo.commit, name)
+                    return True
+        return False
 
     def repo(self, repo_id: str) -> HubRepo | None:
         repo = self.state.repos.get(repo_id)
@@ -215,7 +246,7 @@ class _HubHandler(_Handler):
             sibling: dict[str, Any] = {"rfilename": path}
             if blobs:
                 sibling["size"] = hub_file.size
-                sibling["blobId"] = git_blob_id(hub_file.data)
+                sibling["blobId"] = hub_file.blob_id
                 if hub_file.lfs:
                     sibling["lfs"] = {
                         "sha256": hub_file.sha256,
@@ -223,6 +254,7 @@ class _HubHandler(_Handler):
                         "pointerSize": 134,
                     }
             siblings.append(sibling)
+        siblings.extend(repo.raw_siblings)
         self.send_json(
             {
                 "_id": hashlib.md5(repo_id.encode(), usedforsecurity=False).hexdigest()[:24],
@@ -277,6 +309,8 @@ class _HubHandler(_Handler):
         if repo is None or not self.revision_ok(repo, revision):
             return
         hub_file = repo.files.get(path)
+        if hub_file is None and repo.any_path and self.resolve_anywhere(path):
+            return
         commit = {"X-Repo-Commit": repo.commit}
         if repo.gated and not self.headers.get("Authorization"):
             self.error(401, "GatedRepo", f"Access to model {repo_id} is restricted.", commit)
@@ -381,7 +415,13 @@ class HubServer:
         self._threads: list[threading.Thread] = []
 
     def add_repo(
-        self, repo_id: str, files: dict[str, bytes | HubFile], *, gated: bool = False
+        self,
+        repo_id: str,
+        files: dict[str, bytes | HubFile],
+        *,
+        gated: bool = False,
+        commit: str = "",
+        any_path: bool = False,
     ) -> HubRepo:
         repo = HubRepo(
             repo_id,
@@ -390,6 +430,8 @@ class HubServer:
                 for p, f in files.items()
             },
             gated=gated,
+            commit=commit,
+            any_path=any_path,
         )
         self.state.repos[repo_id] = repo
         return repo

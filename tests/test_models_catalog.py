@@ -8,6 +8,7 @@ import pytest
 
 from agentworld_tui.models.catalog import (
     Catalog,
+    CatalogEntry,
     CatalogError,
     load_catalog,
     merge_catalog_text,
@@ -149,3 +150,98 @@ def test_resolve_by_name_and_by_repo_quant() -> None:
         resolve(catalog, "nope")
     with pytest.raises(CatalogError):
         resolve(catalog, "no-slash:Q4_K_M")
+
+
+NUMBERS = [
+    ("size_gb", "1e308"),
+    ("size_gb", "inf"),
+    ("size_gb", "-inf"),
+    ("size_gb", "nan"),
+    ("size_gb", "-0.5"),
+    ("size_gb", "1e9"),
+    ("kv_bytes_per_token", "-1"),
+    ("kv_bytes_per_token", "9223372036854775807"),
+    ("n_layers", "-3"),
+    ("n_layers", "1000000000"),
+    ("n_layers", "9" * 400),
+    ("size_gb", "-" + "9" * 400),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), NUMBERS, ids=[f"{k}={v[:12]}" for k, v in NUMBERS])
+def test_a_number_out_of_range_is_a_catalog_problem(key: str, value: str) -> None:
+    """The entry is skipped with its name, key and line; an override keeps the shipped entry."""
+    catalog = load_catalog()
+    shipped = catalog.get("agentworld-35b-q4_k_m")
+    text = (
+        '[[model]]\nname = "odd"\nrepo = "a/b"\nquant = "Q4_K_M"\n'  # lines 1-4
+        f"{key} = {value}\n"  # 5
+        '[[model]]\nname = "agentworld-35b-q4_k_m"\n'  # 6-7
+        f"{key} = {value}\n"  # 8
+    )
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert catalog.get("odd") is None
+    assert catalog.get("agentworld-35b-q4_k_m") == shipped
+    assert len(catalog.problems) == 2
+    assert catalog.problems[0].startswith(f"user.toml:5: model 'odd': {key} ")
+    assert catalog.problems[1].startswith(f"user.toml:8: model 'agentworld-35b-q4_k_m': {key} ")
+    assert all("entry ignored" in p for p in catalog.problems)
+
+
+def test_entries_built_by_code_with_absurd_numbers_do_not_crash_the_fit() -> None:
+    """Entries made outside the loader (a spec, code) go through the same arithmetic."""
+    from agentworld_tui.models.fit import estimate_entry_fit, recommend
+    from agentworld_tui.models.hardware import GIB, MachineMemory
+
+    machine = MachineMemory(ram_total=64 * GIB, ram_available=60 * GIB)
+    odd = [
+        CatalogEntry("inf", "a/b", "Q4_K_M", size_gb=float("inf")),
+        CatalogEntry("nan", "a/b", "Q4_K_M", size_gb=float("nan")),
+        CatalogEntry("huge", "a/b", "Q4_K_M", size_gb=1e308),
+        CatalogEntry("negative", "a/b", "Q4_K_M", size_gb=-5.0, kv_bytes_per_token=-1),
+        CatalogEntry("wide", "a/b", "Q4_K_M", size_gb=1.0, kv_bytes_per_token=10**300),
+        CatalogEntry("deep", "a/b", "Q4_K_M", size_gb=1.0, n_layers=10**300),
+    ]
+    catalog = Catalog(entries=odd)
+    for entry in odd:
+        verdict = estimate_entry_fit(entry, machine=machine, gpu_offload=False, catalog=catalog)
+        assert verdict.summary()
+        assert entry.size_bytes >= 0
+    recommend(catalog, machine, gpu_offload=False)
+
+
+def test_control_characters_in_names_and_descriptions() -> None:
+    """A shared models.toml cannot smuggle terminal controls into any display."""
+    catalog = Catalog()
+    text = (
+        '[[model]]\nname = "evil\\u001b]52;c;eA==\\u0007"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        '[[model]]\nname = "bidi\\u202e"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        '[[model]]\nname = "fine"\nrepo = "a/b"\nquant = "Q4_0"\n'
+        'description = "clear\\u001b[2J screen\\u009b31m\\nsecond line"\n'
+    )
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert [e.name for e in catalog.entries] == ["fine"]
+    assert catalog.entries[0].description == "clear screen second line"
+    assert len(catalog.problems) == 2
+    assert (
+        "user.toml:2: model 'evil\\x1b]52;c;eA==\\x07': the name has control"
+        in (catalog.problems[0])
+    )
+    for problem in catalog.problems:
+        assert not set(problem) & set("\x1b\x07\u202e\x9b")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[[model]]\nname = 'x'\nn_layers = " + "9" * 5000 + "\n", "a number with too many digits"),
+        ("a = " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply"),
+    ],
+    ids=["long-integer", "deep-nesting"],
+)
+def test_a_file_tomllib_chokes_on_is_a_catalog_problem(text: str, reason: str) -> None:
+    catalog = load_catalog()
+    before = list(catalog.entries)
+    merge_catalog_text(catalog, text, "user.toml", origin="user.toml")
+    assert catalog.entries == before
+    assert catalog.problems == [f"user.toml: {reason}; file ignored"]

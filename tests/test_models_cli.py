@@ -229,3 +229,117 @@ def test_help_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+CONTROLS = set("\x1b\x07\x9b\x9d\u202e\u2066\x7f\x00")
+HOSTILE_TOML = "\\u001b]52;c;b3duZWQ=\\u0007\\u001b[2J\\u009b31m\\u202e\\u007f"
+REAL_NAME = "evil2\x1b]52;c;b3duZWQ=\x07\x1b[2J\x9b31m\u202e\x7f"
+
+
+def assert_clean(*texts: str) -> None:
+    for text in texts:
+        assert not set(text) & CONTROLS, repr(text)
+
+
+def test_catalog_and_hub_text_reach_the_terminal_sanitized(hub: HubServer) -> None:
+    """Names from a shared models.toml and from a lying Hub are printed without controls."""
+    catalog = Path(os.environ["AGENTWORLD_CONFIG_DIR"]) / "models.toml"
+    catalog.write_text(
+        USER_CATALOG
+        + f'\n[[model]]\nname = "evil"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n'
+        + f'description = "{HOSTILE_TOML}"\nsize_gb = "{HOSTILE_TOML}"\n'
+        + f'\n[[model]]\nname = "evil2{HOSTILE_TOML}"\nrepo = "{REPO}"\nquant = "Q5_K_M"\n',
+        encoding="utf-8",
+    )
+    hub.add_repo(REPO, {"\x1b]0;owned\x07Tiny-Q4_K_M.gguf": b"GGUF" + bytes(100)})
+    env = cli_env(hub)
+    listed = agentworld("models", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "wrong type" in listed.stderr
+    assert "model 'evil2\\x1b]52;c;b3duZWQ=\\x07" in listed.stderr  # shown escaped
+    assert_clean(listed.stdout, listed.stderr)
+    for args, expected in (
+        (("pull", "tiny"), "file name"),
+        (("pull", "nothing-like-it"), "unknown model"),
+        (("path", REAL_NAME), "evil2"),
+        (("rm", REAL_NAME), "evil2"),
+        (("pull", f"{REPO}:Q5_K_M"), "Q5_K_M"),
+    ):
+        done = agentworld("models", *args, env=env)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert expected in done.stderr.splitlines()[-1]
+        assert_clean(done.stdout, done.stderr)
+    doctor = agentworld("doctor", "--model", f"/nowhere/{REAL_NAME}.gguf", env=env)
+    assert doctor.returncode == 1 and "cannot read it" in doctor.stdout
+    assert_clean(doctor.stdout, doctor.stderr)
+
+
+def test_absurd_numbers_in_the_catalog_are_reported_not_fatal(
+    isolated_dirs: dict[str, Path],
+) -> None:
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "models.toml").write_text(
+        '[[model]]\nname = "huge"\nrepo = "a/b"\nquant = "Q4_K_M"\nsize_gb = 1e308\n'
+        '[[model]]\nname = "agentworld-35b-q8_0"\nsize_gb = nan\n'
+        '[[model]]\nname = "deep"\nrepo = "a/b"\nquant = "Q8_0"\nn_layers = 99999999999\n',
+        encoding="utf-8",
+    )
+    env = cli_env(None)
+    for args in (("models", "list"), ("models", "list", "--json"), ("doctor",)):
+        done = agentworld(*args, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "model 'huge': size_gb = 1e+308 is not between 0 and 10000" in done.stderr
+        assert "model 'agentworld-35b-q8_0': size_gb = nan" in done.stderr
+        assert "model 'deep': n_layers = 99999999999" in done.stderr
+    listed = agentworld("models", "list", env=env)
+    assert "huge" not in listed.stdout and "agentworld-35b-q8_0" in listed.stdout
+
+
+def test_models_list_refuses_a_context_out_of_range(isolated_dirs: dict[str, Path]) -> None:
+    env = cli_env(None)
+    for ctx in ("-5", str(10**400), str(1 << 32)):
+        done = agentworld("models", "list", "--ctx", ctx, env=env)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "--ctx" in done.stderr.splitlines()[-1]
+    fine = agentworld("models", "list", "--ctx", "65536", env=env)
+    assert fine.returncode == 0 and "Fit at 65536 tokens" in fine.stderr
+
+
+def test_a_file_system_error_during_a_pull_is_one_line(hub: HubServer, tmp_path: Path) -> None:
+    """A cache path that runs through a file (a mistyped HF_HUB_CACHE) cannot be written."""
+    hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": b"GGUF" + bytes(500)})
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    pulled = agentworld(
+        "models", "pull", "tiny", env=cli_env(hub, HF_HUB_CACHE=str(a_file / "hub"))
+    )
+    assert pulled.returncode != 0 and "Traceback" not in pulled.stderr
+    last = pulled.stderr.splitlines()[-1]
+    assert last.startswith("agentworld: cannot write tiny into the cache")
+    assert a_file.read_text() == "x"
+
+
+def test_a_lying_digest_cannot_make_pull_and_rm_delete_a_users_file(
+    hub: HubServer, tmp_path: Path
+) -> None:
+    """The reported attack end to end: lfs.sha256 = a path to a file outside the cache."""
+    victim = tmp_path / "my-models" / "precious.gguf"
+    victim.parent.mkdir()
+    victim.write_bytes(b"GGUF mine")
+    hub.add_repo(
+        REPO,
+        {
+            "Tiny-Q8_0.gguf": b"GGUF" + bytes(50),
+            "Tiny-Q4_K_M.gguf": HubFile(
+                b"GGUF" + bytes(60), recorded_sha256="../../../../my-models/precious.gguf"
+            ),
+        },
+    )
+    env = cli_env(hub)
+    assert agentworld("models", "pull", "tiny-big", env=env).returncode == 0  # blobs/ exists
+    pulled = agentworld("models", "pull", "tiny", env=env)
+    assert "'../../../../my-models/precious.gguf', not a sha256" in one_line_error(pulled)
+    removed = agentworld("models", "rm", "tiny", env=env)
+    assert "tiny is not downloaded" in one_line_error(removed)
+    assert victim.read_bytes() == b"GGUF mine" and not victim.is_symlink()

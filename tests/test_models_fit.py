@@ -23,6 +23,7 @@ from agentworld_tui.models.fit import (
     estimate_memory,
     read_shape,
     recommend,
+    shape_from_fields,
     verdict,
 )
 from agentworld_tui.models.hardware import (
@@ -331,3 +332,29 @@ def test_gpu_reinstall_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     metal = gpu_reinstall_command(mac, "", system="Darwin")
     assert metal is not None and metal[0] == "Metal" and '"-DGGML_METAL=on"' in metal[1]
     assert gpu_reinstall_command(MachineMemory(16 * GIB, 8 * GIB), system="Linux") is None
+
+
+@pytest.mark.parametrize("layers", [4097, (1 << 32) - 1])
+def test_a_header_with_absurd_layers_is_unreadable_not_a_hang(tmp_path: Path, layers: int) -> None:
+    """A file's header is untrusted: billions of layers would be billions of list items."""
+    keys = {**QWEN35MOE_KEYS, "block_count": layers}
+    path = write_header_model(tmp_path / "m.gguf", "qwen35moe", **keys)
+    with pytest.raises(ValueError, match=f"{layers} layers"):
+        read_shape(path)
+    with pytest.raises(ValueError, match=f"{layers} layers"):
+        estimate_fit(path, machine=cpu_machine(16), gpu_offload=False)
+
+
+def test_header_numbers_that_are_not_counts_do_not_crash() -> None:
+    fields: dict[str, object] = {
+        "general.architecture": "llama",
+        "llama.block_count": 4,
+        "llama.attention.head_count": float("inf"),
+        "llama.attention.head_count_kv": [float("nan"), -8, 2, 2],
+        "llama.embedding_length": -4096,
+        "llama.context_length": float("inf"),
+    }
+    shape = shape_from_fields(fields, 1000)
+    assert shape.n_layers == 4 and shape.kv_bytes_per_token >= 0
+    assert shape.trained_context == 0
+    assert estimate_memory(shape).total >= 1000

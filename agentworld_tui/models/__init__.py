@@ -14,6 +14,8 @@ Nothing here knows the UI; the app and the command line call the same functions.
   n_ctx)`` before download -> FitVerdict; ``recommend(catalog, machine, gpu_offload=...)``.
 - ``hardware``: ``machine_memory()`` (RAM, NVIDIA GPUs), ``llama_build()``.
 - ``quant``: which repository files hold a quantization tag.
+- ``listing``: the Hub's file names, digests, sizes and commit, checked before they name a
+  file; ``cache.check_inside`` keeps every write and deletion inside the cache.
 - ``commands``: ``agentworld models ...`` and ``agentworld doctor``.
 
 Importing this package is cheap; each module imports huggingface-hub, gguf or llama.cpp

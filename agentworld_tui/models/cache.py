@@ -5,6 +5,12 @@ so a model fetched with the ``hf`` tool counts as downloaded and the reverse. Th
 ``models--OWNER--NAME/blobs/<sha256>`` holds the bytes, ``snapshots/<commit>/<path>`` links
 to them, ``refs/main`` names the newest commit. Only complete, verified files are ever linked
 into a snapshot, so finding a file here means it is whole. Reading needs no network.
+
+Nothing here follows a link out of the cache: a snapshot file counts only when it is a
+plain file or a link to a blob of its own repository, snapshot folders that are links are
+skipped, and a removal deletes links themselves, never what they point to elsewhere. The
+cache folder itself may be a link (a cache moved to a bigger disk); below it, writing and
+deleting refuse to pass through one (``check_inside``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from agentworld_tui.models.quant import (
     is_model_file,
     tag_matches,
 )
+from agentworld_tui.world.sanitize import sanitize
 
 PARTIAL_SUFFIX = ".incomplete"
 
@@ -43,6 +50,36 @@ def repo_folder(repo: str, cache_dir: Path | None = None) -> Path:
     return (cache_dir or hub_cache_dir()) / ("models--" + repo.replace("/", "--"))
 
 
+class OutsideCacheError(OSError):
+    """A path in the cache that would lead out of it; the message is one line."""
+
+
+def check_inside(root: Path, path: Path, *, final_link_ok: bool = False) -> None:
+    """Refuse a path that is not below ``root`` by name or that passes through a link.
+
+    ``root`` itself may be a link. ``final_link_ok`` allows the last part to be a link,
+    for a snapshot pointer about to be replaced (unlinking a link never follows it).
+    """
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        parts = ("..",)
+    if not parts or any(part in (".", "..") for part in parts):
+        raise OutsideCacheError(f"refusing {_shown(path)}: it is not inside the cache {root}")
+    current = root
+    for index, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink() and not (final_link_ok and index == len(parts) - 1):
+            raise OutsideCacheError(
+                f"{_shown(current)} is a symbolic link inside the cache; refusing to follow "
+                "it (remove it and try again)"
+            )
+
+
+def _shown(path: Path) -> str:
+    return sanitize(str(path)).replace("\n", " ")
+
+
 @dataclass(frozen=True)
 class LocalModel:
     commit: str
@@ -61,7 +98,7 @@ class LocalModel:
 def _snapshot_order(folder: Path) -> list[Path]:
     snapshots = folder / "snapshots"
     try:
-        found = [p for p in snapshots.iterdir() if p.is_dir()]
+        found = [p for p in snapshots.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
         return []
     try:
@@ -72,14 +109,43 @@ def _snapshot_order(folder: Path) -> list[Path]:
     return found
 
 
+def _blobs_of(snapshot: Path) -> Path:
+    return snapshot.parent.parent / "blobs"
+
+
+def _target_blob(pointer: Path, blobs: Path) -> Path | None:
+    """The blob a snapshot link leads to, when that is a plain file right in ``blobs``."""
+    if not pointer.is_symlink():
+        return None
+    try:
+        target = pointer.resolve(strict=True)
+        real_blobs = blobs.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if target.parent != real_blobs or not target.is_file():
+        return None
+    return blobs / target.name
+
+
+def _walk(snapshot: Path) -> list[Path]:
+    """Everything but folders in a snapshot, without entering linked folders."""
+    found: list[Path] = []
+    for root, dirs, names in os.walk(snapshot):
+        found += [Path(root) / name for name in names]
+        found += [Path(root) / name for name in dirs if (Path(root) / name).is_symlink()]
+    return found
+
+
+def _is_ours(path: Path, blobs: Path) -> bool:
+    """A plain file, or a link to one of the repository's blobs."""
+    if path.is_symlink():
+        return _target_blob(path, blobs) is not None
+    return path.is_file()
+
+
 def _files_in(snapshot: Path) -> list[str]:
-    files: list[str] = []
-    for root, _dirs, names in os.walk(snapshot):
-        for name in names:
-            full = Path(root) / name
-            if full.exists():  # a dangling link is not a file we have
-                files.append(full.relative_to(snapshot).as_posix())
-    return files
+    blobs = _blobs_of(snapshot)
+    return [p.relative_to(snapshot).as_posix() for p in _walk(snapshot) if _is_ours(p, blobs)]
 
 
 def find_local(entry: CatalogEntry, cache_dir: Path | None = None) -> LocalModel | None:
@@ -119,26 +185,34 @@ def remove(entry: CatalogEntry, cache_dir: Path | None = None) -> Removal:
     """Delete the entry's files from every snapshot, and their blobs once nothing uses them.
 
     Other quantizations of the same repository stay. When the repository has nothing left,
-    its folder goes too (with any interrupted download in it).
+    its folder goes too (with any interrupted download in it). A snapshot link that leads
+    out of the repository's blobs is removed itself, and what it points to stays; a linked
+    repository, snapshots or blobs folder raises OutsideCacheError before anything goes.
     """
-    folder = repo_folder(entry.repo, cache_dir)
+    root = cache_dir or hub_cache_dir()
+    folder = repo_folder(entry.repo, root)
+    check_inside(root, folder / "snapshots")
+    check_inside(root, folder / "blobs")
     snapshots = _snapshot_order(folder)
+    blobs_folder = folder / "blobs"
     doomed: list[Path] = []
     for snapshot in snapshots:
-        for rel in _files_in(snapshot) + _dangling_in(snapshot):
+        for path in _walk(snapshot):
+            rel = path.relative_to(snapshot).as_posix()
             if is_model_file(rel) and tag_matches(rel, entry.quant):
-                doomed.append(snapshot / rel)
+                doomed.append(path)
     if not doomed:
         return Removal(0, 0)
-    blobs = {_blob_of(p) for p in doomed}
+    blobs = {_target_blob(p, blobs_folder) for p in doomed}
     freed = 0
     for pointer in doomed:
         if not pointer.is_symlink():
             freed += pointer.stat().st_size
         pointer.unlink()
-    still_used = {_blob_of(s / rel) for s in snapshots for rel in _files_in(s)}
+    still_used = {_target_blob(s / rel, blobs_folder) for s in snapshots for rel in _files_in(s)}
     for blob in blobs:
         if blob is not None and blob not in still_used and blob.exists():
+            check_inside(root, blob)
             freed += blob.stat().st_size
             blob.unlink()
     for snapshot in snapshots:
@@ -146,22 +220,6 @@ def remove(entry: CatalogEntry, cache_dir: Path | None = None) -> Removal:
     if not any(_files_in(s) for s in _snapshot_order(folder)):
         shutil.rmtree(folder, ignore_errors=True)
     return Removal(len(doomed), freed)
-
-
-def _dangling_in(snapshot: Path) -> list[str]:
-    dangling: list[str] = []
-    for root, _dirs, names in os.walk(snapshot):
-        for name in names:
-            full = Path(root) / name
-            if full.is_symlink() and not full.exists():
-                dangling.append(full.relative_to(snapshot).as_posix())
-    return dangling
-
-
-def _blob_of(pointer: Path) -> Path | None:
-    if not pointer.is_symlink():
-        return None
-    return (pointer.parent / os.readlink(pointer)).resolve()
 
 
 def _prune_empty(folder: Path) -> None:

@@ -3,20 +3,36 @@
 The shipped ``models.toml`` is read first, then ``models.toml`` in the user's config dir,
 which adds entries or changes shipped ones field by field (matched by name). A malformed
 file never stops the app: each problem becomes a message naming the file and the line, and
-whatever could be read is kept (the shipped entries at the least).
+whatever could be read is kept (the shipped entries at the least). A number out of its
+range (negative, NaN, infinite, absurdly large) is such a problem too; an entry built by code
+has its numbers clamped into range, so no caller meets one. A name with terminal controls
+is refused and a description has them removed: a models.toml may be a file someone sent.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.world.sanitize import sanitize
+
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 QUANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MODEL_HEADER = re.compile(r"^\s*\[\[\s*model\s*\]\]")
+MAX_SIZE_GB = 10_000.0
+"""Above any GGUF file made so far, many times over."""
+MAX_KV_BYTES_PER_TOKEN = 1 << 26
+MAX_LAYERS = 4096
+_RANGES: dict[str, float] = {
+    "size_gb": MAX_SIZE_GB,
+    "kv_bytes_per_token": MAX_KV_BYTES_PER_TOKEN,
+    "n_layers": MAX_LAYERS,
+}
+"""The largest value each numeric key may have; all must be 0 or more."""
 
 _KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "name": str,
@@ -49,6 +65,15 @@ class CatalogEntry:
     source: str = "shipped"
     """Where the entry (or its last override) came from."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size_gb", float(_clamped(self.size_gb, MAX_SIZE_GB)))
+        object.__setattr__(
+            self,
+            "kv_bytes_per_token",
+            int(_clamped(self.kv_bytes_per_token, MAX_KV_BYTES_PER_TOKEN)),
+        )
+        object.__setattr__(self, "n_layers", int(_clamped(self.n_layers, MAX_LAYERS)))
+
     @property
     def size_bytes(self) -> int:
         return int(self.size_gb * 1e9)
@@ -57,6 +82,17 @@ class CatalogEntry:
     def spec(self) -> str:
         """``REPO:QUANT``: what ``agentworld models pull`` also accepts."""
         return f"{self.repo}:{self.quant}"
+
+
+def _clamped(value: float, high: float) -> float:
+    """``value`` within 0..high; NaN (and anything not a number) counts as 0 (unknown)."""
+    if not isinstance(value, int | float) or _is_nan(value) or value < 0:
+        return 0
+    return min(value, high)
+
+
+def _is_nan(value: float) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 @dataclass
@@ -144,6 +180,12 @@ def merge_catalog_text(catalog: Catalog, text: str, where: str, *, origin: str) 
     except tomllib.TOMLDecodeError as exc:
         catalog.problems.append(f"{where}: {exc}; file ignored")
         return
+    except ValueError:  # an integer longer than Python converts
+        catalog.problems.append(f"{where}: a number with too many digits; file ignored")
+        return
+    except RecursionError:
+        catalog.problems.append(f"{where}: nested too deeply; file ignored")
+        return
     header_lines = [
         number
         for number, line in enumerate(text.splitlines(), start=1)
@@ -208,6 +250,13 @@ def _merge_entry(
         catalog.problems.append(f"{here}: [[model]] without a name; entry ignored")
         return
     name = name.strip()
+    if sanitize(name) != name or "\t" in name or "\n" in name:
+        line = _key_line(lines, "name", start, end)
+        catalog.problems.append(
+            f"{where}:{line}: model {name!r}: the name has control or formatting characters; "
+            "entry ignored"
+        )
+        return
     values: dict[str, Any] = {}
     for key, value in table.items():
         expected = _KNOWN_KEYS.get(key)
@@ -231,6 +280,8 @@ def _merge_entry(
         return
     if "size_gb" in values:
         values["size_gb"] = float(values["size_gb"])
+    if "description" in values:
+        values["description"] = " ".join(sanitize(values["description"]).split())
     values["name"] = name
     existing = next((i for i, e in enumerate(catalog.entries) if e.name == name), None)
     if existing is not None:
@@ -252,10 +303,9 @@ def _check_values(values: dict[str, Any]) -> tuple[str, str] | None:
     quant = values.get("quant")
     if quant is not None and not QUANT_PATTERN.match(quant):
         return "quant", f"quant {quant!r} is not a quantization tag such as Q4_K_M"
-    size = values.get("size_gb")
-    if size is not None and size < 0:
-        return "size_gb", "size_gb cannot be negative"
-    for key in ("kv_bytes_per_token", "n_layers"):
-        if values.get(key, 0) < 0:
-            return key, f"{key} cannot be negative"
+    for key, high in _RANGES.items():
+        value = values.get(key, 0)
+        if _is_nan(value) or not 0 <= value <= high:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+            return key, f"{key} = {shown} is not between 0 and {high:g}"
     return None

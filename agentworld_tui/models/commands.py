@@ -2,6 +2,10 @@
 
 Registered by cli.py; nothing heavy is imported until a command runs. Failures are one line
 on stderr and a non-zero exit code (through UserError), never a traceback.
+
+Names in a catalog (a models.toml may be a shared file), the Hub's answers and what the
+machine reports are untrusted text: every line goes out through ``_out`` or ``_err``, which
+sanitize it, and every UserError raised here carries a sanitized message.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 from agentworld_tui.launch import UserError
+from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
     from agentworld_tui.models.catalog import Catalog, CatalogEntry
@@ -31,7 +36,9 @@ def register(
     actions = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="the catalog: downloaded or not, size, fit")
-    listing.add_argument("--ctx", type=int, default=0, metavar="N", help="context for the fit")
+    listing.add_argument(
+        "--ctx", type=_context_size, default=0, metavar="N", help="context for the fit"
+    )
     listing.add_argument("--json", action="store_true", help="print one JSON object")
     listing.set_defaults(handler=cmd_list)
 
@@ -56,12 +63,44 @@ def register(
     doctor.set_defaults(handler=cmd_doctor)
 
 
+MAX_CONTEXT = (1 << 32) - 1
+"""llama.cpp keeps the context size in 32 bits."""
+
+
+def _context_size(text: str) -> int:
+    """``--ctx`` for a fit: 0 (the default) up to what llama.cpp can hold."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if not 0 <= value <= MAX_CONTEXT:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_CONTEXT} tokens")
+    return value
+
+
+def _clean(text: str) -> str:
+    """One line of untrusted text made safe for a terminal."""
+    return sanitize(text).replace("\n", " ")
+
+
+def _out(text: str) -> None:
+    print(_clean(text))
+
+
+def _err(text: str) -> None:
+    print(_clean(text), file=sys.stderr)
+
+
+def _refuse(text: str) -> UserError:
+    return UserError(_clean(text))
+
+
 def _catalog() -> Catalog:
     from agentworld_tui.models.catalog import load_catalog
 
     catalog = load_catalog()
     for problem in catalog.problems:
-        print(f"agentworld: models.toml: {problem}", file=sys.stderr)
+        _err(f"agentworld: models.toml: {problem}")
     return catalog
 
 
@@ -71,7 +110,7 @@ def _entry(catalog: Catalog, text: str) -> CatalogEntry:
     try:
         return resolve(catalog, text)
     except CatalogError as exc:
-        raise UserError(str(exc)) from None
+        raise _refuse(str(exc)) from None
 
 
 def _gpu_offload() -> tuple[bool, LlamaBuild | None]:
@@ -157,9 +196,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    name_width = max([len(e.name) for e in catalog.entries] + [4])
+    names = {e.name: _clean(e.name) for e in catalog.entries}
+    name_width = max([len(n) for n in names.values()] + [4])
     quant_width = max([len(e.quant) for e in catalog.entries] + [5])
-    print(
+    _out(
         f"  {'NAME':<{name_width}}  {'QUANT':<{quant_width}}  {'SIZE':>8}  "
         f"{'STATE':<10}  {'FIT':<7}  NEEDS"
     )
@@ -167,9 +207,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         mark = ">" if best is not None and entry.name == best.name else " "
         size_text = f"{size / 1e9:.1f} GB" if size else "?"
         note = "  fallback" if entry.fallback else ""
-        print(
-            f"{mark} {entry.name:<{name_width}}  {entry.quant:<{quant_width}}  {size_text:>8}  "
-            f"{state:<10}  {_STATUS_WORDS[verdict.status]:<7}  "
+        _out(
+            f"{mark} {names[entry.name]:<{name_width}}  {entry.quant:<{quant_width}}  "
+            f"{size_text:>8}  {state:<10}  {_STATUS_WORDS[verdict.status]:<7}  "
             f"{gib(verdict.estimate.total)}{note}"
         )
     where = (
@@ -179,10 +219,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     )
     kind = build.kind if build else "not installed"
     ctx = rows[0][2].estimate.n_ctx if rows else args.ctx
-    print(
-        f"\n> recommended for this machine. Fit at {ctx} tokens of context; "
-        f"{gib(machine.ram_total)} RAM, {where}; llama.cpp: {kind}.",
-        file=sys.stderr,
+    print(file=sys.stderr)
+    _err(
+        f"> recommended for this machine. Fit at {ctx} tokens of context; "
+        f"{gib(machine.ram_total)} RAM, {where}; llama.cpp: {kind}."
     )
     return 0
 
@@ -192,7 +232,7 @@ class ProgressBar:
 
     def __init__(self, stream: TextIO, label: str) -> None:
         self.stream = stream
-        self.label = label
+        self.label = _clean(label)
         self.tty = stream.isatty()
         self.last_draw = 0.0
         self.last_tenth = -1
@@ -243,7 +283,7 @@ class ProgressBar:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from agentworld_tui.models.cache import find_local
+    from agentworld_tui.models.cache import find_local, hub_cache_dir
     from agentworld_tui.models.download import (
         DownloadError,
         check_disk_room,
@@ -256,7 +296,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     entry = _entry(catalog, args.model)
     found = find_local(entry)
     if found is not None:
-        print(f"agentworld: {entry.name} is already downloaded", file=sys.stderr)
+        _err(f"agentworld: {entry.name} is already downloaded")
         path = found.first
     else:
         bar = ProgressBar(sys.stderr, entry.name)
@@ -267,28 +307,30 @@ def cmd_pull(args: argparse.Namespace) -> int:
             _warn_if_too_big(replace(entry, size_gb=plan.total_bytes / 1e9), catalog)
             files = ", ".join(f.path for f in plan.files)
             resumed = plan.total_bytes - plan.needed_bytes
-            print(
+            _err(
                 f"agentworld: pulling {entry.repo}: {files} ({format_bytes(plan.total_bytes)}"
                 + (f", {format_bytes(resumed)} already here" if resumed else "")
-                + ")",
-                file=sys.stderr,
+                + ")"
             )
             path = fetch(plan, bar, cancel)
         except DownloadError as exc:
             bar.close()
-            raise UserError(str(exc)) from None
+            raise _refuse(str(exc)) from None
+        except OSError as exc:
+            bar.close()
+            raise _refuse(
+                f"cannot write {entry.name} into the cache {hub_cache_dir()}: "
+                f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+            ) from None
         except KeyboardInterrupt:
             cancel.set()
             bar.close()
-            print(
-                "agentworld: download interrupted; run the same command again to resume",
-                file=sys.stderr,
-            )
+            _err("agentworld: download interrupted; run the same command again to resume")
             return 130
         bar.close()
     if args.use:
         _use_model(str(path))
-    print(path)
+    _out(str(path))
     return 0
 
 
@@ -302,7 +344,7 @@ def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
         entry, machine=machine_memory(), gpu_offload=offload, catalog=catalog
     )
     if verdict.status != "fits":
-        print(f"agentworld: warning: {entry.name} {verdict.summary()}", file=sys.stderr)
+        _err(f"agentworld: warning: {entry.name} {verdict.summary()}")
 
 
 def _use_model(path: str) -> None:
@@ -322,10 +364,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
     try:
         removed = remove(entry)
     except OSError as exc:
-        raise UserError(f"cannot remove {entry.name}: {exc}") from None
+        raise _refuse(f"cannot remove {entry.name}: {exc}") from None
     if not removed.files:
-        raise UserError(f"{entry.name} is not downloaded")
-    print(
+        raise _refuse(f"{entry.name} is not downloaded")
+    _out(
         f"removed {entry.name}: {removed.files} file(s), {format_bytes(removed.bytes_freed)} freed"
     )
     return 0
@@ -337,8 +379,8 @@ def cmd_path(args: argparse.Namespace) -> int:
     entry = _entry(_catalog(), args.model)
     path = local_path(entry)
     if path is None:
-        raise UserError(f"{entry.name} is not downloaded; run: agentworld models pull {entry.name}")
-    print(path)
+        raise _refuse(f"{entry.name} is not downloaded; run: agentworld models pull {entry.name}")
+    _out(str(path))
     return 0
 
 
@@ -435,5 +477,5 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 )
     width = max(len(label) for label, _ in out)
     for label, text in out:
-        print(f"{label:<{width}}  {text}" if label else f"{'':<{width}}  {text}")
+        _out(f"{label:<{width}}  {text}")
     return status

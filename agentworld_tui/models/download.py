@@ -7,6 +7,10 @@ the sha256. Each file goes to ``blobs/<sha256>.incomplete``, is hashed as it arr
 re-reading what an earlier run left), and only a file whose digest matches the Hub's record
 is renamed into place and linked into the snapshot. A mismatch deletes the partial file.
 
+Every value of the listing that becomes part of a path (file names, digests, the commit) is
+checked first (``listing``), and every path is checked to stay inside the cache, through no
+link, before anything is written: a lying Hub gets a one-line refusal, with nothing written.
+
 ``pull(entry, progress, cancel)`` is the one call the app and the command line use; it runs
 in the caller's thread (the app runs it in a worker and sets ``cancel`` to stop it).
 """
@@ -23,17 +27,32 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentworld_tui.models.cache import (
     PARTIAL_SUFFIX,
+    OutsideCacheError,
+    check_inside,
     find_local,
     hub_cache_dir,
     link_into_snapshot,
     repo_folder,
 )
 from agentworld_tui.models.catalog import CatalogEntry
+from agentworld_tui.models.listing import (
+    ListingError,
+    checked_blob_id,
+    checked_commit,
+    checked_path,
+    checked_sha256,
+    checked_size,
+    shown,
+)
 from agentworld_tui.models.quant import QuantNotFoundError, choose_files
+from agentworld_tui.world.sanitize import sanitize
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CHUNK_BYTES = 1 << 20
@@ -71,7 +90,14 @@ ProgressCallback = Callable[[PullProgress], None]
 
 
 class DownloadError(Exception):
-    """A pull that cannot go on; the message is one line for the user."""
+    """A pull that cannot go on; the message is one line for the user.
+
+    Messages quote the Hub (file names, error text), so they are sanitized here, once, for
+    every place that shows them.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(sanitize(message).replace("\n", " "))
 
 
 class NoNetworkError(DownloadError):
@@ -92,6 +118,14 @@ class VerificationError(DownloadError):
 
 class DownloadCancelled(DownloadError):
     pass
+
+
+class UnsafeListingError(DownloadError):
+    """The Hub's listing has a value that cannot safely name a file, or cannot be read."""
+
+
+class CacheLinkError(DownloadError):
+    """A link inside the cache would take a write out of it."""
 
 
 @dataclass(frozen=True)
@@ -144,30 +178,15 @@ def plan_download(
             f"{entry.name} is not downloaded and the Hub is switched off (HF_HUB_OFFLINE is set)"
         )
     api = HfApi(endpoint=endpoint, token=token)
-    with _hub_errors(entry, endpoint):
+    with _unreadable_listing(entry, endpoint), _hub_errors(entry, endpoint):
         info = api.model_info(entry.repo, files_metadata=True)
-    siblings = {s.rfilename: s for s in info.siblings or []}
     try:
-        chosen = choose_files(siblings, entry.quant, entry.repo)
-    except QuantNotFoundError as exc:
-        raise RepoAccessError(str(exc)) from None
-    if not info.sha:
-        raise DownloadError(f"{endpoint} did not say which commit {entry.repo} is at")
-    files: list[RemoteFile] = []
-    for path in chosen.paths:
-        sibling = siblings[path]
-        lfs = sibling.lfs
-        size = lfs.size if lfs is not None else sibling.size
-        if size is None:
-            raise DownloadError(f"{endpoint} did not give the size of {path} in {entry.repo}")
-        files.append(
-            RemoteFile(
-                path=path,
-                size=int(size),
-                sha256=lfs.sha256 if lfs is not None else "",
-                blob_id=sibling.blob_id or "",
-            )
-        )
+        commit, files = _checked_files(info, entry)
+    except ListingError as exc:
+        raise UnsafeListingError(
+            f"the listing of {entry.repo} from {endpoint} cannot be used: {exc}; "
+            "nothing was downloaded"
+        ) from None
     cache_dir = hub_cache_dir()
     blobs = repo_folder(entry.repo, cache_dir) / "blobs"
     needed = 0
@@ -179,13 +198,54 @@ def plan_download(
         needed += remote.size - (partial if partial <= remote.size else 0)
     return DownloadPlan(
         entry=entry,
-        commit=info.sha,
+        commit=commit,
         files=tuple(files),
         total_bytes=sum(f.size for f in files),
         needed_bytes=needed,
         free_bytes=_free_bytes(repo_folder(entry.repo, cache_dir)),
         cache_dir=cache_dir,
     )
+
+
+def _checked_files(info: ModelInfo, entry: CatalogEntry) -> tuple[str, list[RemoteFile]]:
+    """The commit and the chosen files, every value that names a file checked."""
+    siblings: dict[str, RepoSibling] = {}
+    for sibling in info.siblings or []:
+        if not isinstance(sibling.rfilename, str):
+            raise ListingError(f"a file name {shown(sibling.rfilename)} is not text")
+        siblings[sibling.rfilename] = sibling
+    try:
+        chosen = choose_files(siblings, entry.quant, entry.repo)
+    except QuantNotFoundError as exc:
+        raise RepoAccessError(str(exc)) from None
+    commit = checked_commit(info.sha)
+    files: list[RemoteFile] = []
+    for path in chosen.paths:
+        checked_path(path)
+        sibling = siblings[path]
+        lfs = sibling.lfs
+        if lfs is not None:
+            size = checked_size(lfs.size, path)
+            remote = RemoteFile(path, size, sha256=checked_sha256(lfs.sha256, path), blob_id="")
+        else:
+            size = checked_size(sibling.size, path)
+            remote = RemoteFile(
+                path, size, sha256="", blob_id=checked_blob_id(sibling.blob_id, path)
+            )
+        files.append(remote)
+    return commit, files
+
+
+@contextlib.contextmanager
+def _unreadable_listing(entry: CatalogEntry, endpoint: str) -> Iterator[None]:
+    """huggingface-hub's own parsing of a malformed answer, as a one-line refusal."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnsafeListingError(
+            f"the listing of {entry.repo} from {endpoint} cannot be read "
+            f"({type(exc).__name__}); nothing was downloaded"
+        ) from None
 
 
 def check_disk_room(plan: DownloadPlan) -> None:
@@ -229,6 +289,10 @@ def fetch(
     """Download every file of a plan (resuming partial ones) and link them into the cache."""
     endpoint = endpoint or hub_endpoint()
     folder = repo_folder(plan.entry.repo, plan.cache_dir)
+    try:
+        check_plan_paths(plan)
+    except OutsideCacheError as exc:
+        raise CacheLinkError(f"{exc}; nothing was downloaded") from None
     meter = _Meter(plan, progress)
     pointers: list[Path] = []
     for index, remote in enumerate(plan.files, start=1):
@@ -250,13 +314,34 @@ def fetch(
     return pointers[0]
 
 
+def check_plan_paths(plan: DownloadPlan) -> None:
+    """Every path a fetch will write, link or lock: inside the cache, through no link.
+
+    An existing link is allowed only where a snapshot pointer is about to be replaced.
+    Raises OutsideCacheError.
+    """
+    root = plan.cache_dir
+    folder = repo_folder(plan.entry.repo, root)
+    for remote in plan.files:
+        blob = folder / "blobs" / remote.etag
+        check_inside(root, blob)
+        check_inside(root, blob.with_name(blob.name + PARTIAL_SUFFIX))
+        check_inside(root, folder / "snapshots" / plan.commit / remote.path, final_link_ok=True)
+        check_inside(root, _lock_path(plan, remote))
+    check_inside(root, folder / "refs" / "main")
+
+
+def _lock_path(plan: DownloadPlan, remote: RemoteFile) -> Path:
+    folder = repo_folder(plan.entry.repo, plan.cache_dir)
+    return plan.cache_dir / ".locks" / folder.name / f"{remote.etag}.lock"
+
+
 @contextlib.contextmanager
 def _file_lock(plan: DownloadPlan, remote: RemoteFile) -> Iterator[None]:
     """One writer per file: the lock huggingface-hub itself takes for the same blob."""
     from filelock import FileLock, Timeout
 
-    folder = repo_folder(plan.entry.repo, plan.cache_dir)
-    path = plan.cache_dir / ".locks" / folder.name / f"{remote.etag}.lock"
+    path = _lock_path(plan, remote)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), timeout=0)
     try:

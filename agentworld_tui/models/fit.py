@@ -7,6 +7,10 @@ layers keep a KV cache, which matters for Qwen-AgentWorld (``qwen35moe``): 3 of 
 layers are Gated DeltaNet with a small fixed state, so its KV cache is a quarter of what a
 plain transformer of the same shape would need. Every figure that is assumed rather than
 read is listed in the estimate's ``assumptions``.
+
+A header is untrusted (a downloaded or shared file): a count that is not a whole number
+of 0 or more counts as unknown, and a layer count beyond any model makes the file
+unreadable rather than an estimate that would build lists of billions of layers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agentworld_tui.models.catalog import Catalog, CatalogEntry
+from agentworld_tui.models.catalog import MAX_LAYERS, Catalog, CatalogEntry
 from agentworld_tui.models.hardware import GIB, MachineMemory
 from agentworld_tui.models.quant import SPLIT_PATTERN
 
@@ -155,6 +159,11 @@ def shape_from_fields(fields: dict[str, Any], weights_bytes: int) -> ModelShape:
         return fields.get(f"{arch}.{name}")
 
     n_layers = _as_int(key("block_count"))
+    if n_layers > MAX_LAYERS:
+        raise ValueError(
+            f"the GGUF header says {n_layers} layers (more than {MAX_LAYERS}): not a model "
+            "this estimate can read"
+        )
     n_head = key("attention.head_count")
     n_head_kv = key("attention.head_count_kv")
     n_embd = _as_int(key("embedding_length"))
@@ -217,17 +226,18 @@ def shape_from_fields(fields: dict[str, Any], weights_bytes: int) -> ModelShape:
 
 
 def _as_int(value: Any) -> int:
+    """A header count; anything but a whole number of 0 or more is 0 (unknown)."""
     if isinstance(value, list):
-        return int(max(value)) if value else 0
+        return max((_as_int(v) for v in value), default=0)
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
         return 0
 
 
 def _per_layer(value: Any, n_layers: int) -> list[int]:
     if isinstance(value, list):
-        values = [int(v) for v in value]
+        values = [_as_int(v) for v in value]
         return (values + [values[-1] if values else 0] * n_layers)[:n_layers]
     return [_as_int(value)] * n_layers
 
