@@ -154,7 +154,7 @@ class BenchRun:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise BenchError(f"{path}: unreadable ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
             raise BenchError(f"{path}: not an agentworld bench run")
