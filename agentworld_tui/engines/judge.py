@@ -48,9 +48,8 @@ class JudgeSettings:
 
     def describe(self) -> str:
         """One line for a score table."""
-        return (
-            f"temperature {self.params.temperature:g}, max_tokens {self.params.max_tokens}, "
-            f"up to {self.attempts} attempts"
+        return f"temperature {self.params.temperature:g}, max_tokens {self.params.max_tokens}, " + (
+            f"up to {self.attempts} attempts" if self.attempts > 1 else "one attempt"
         )
 
 

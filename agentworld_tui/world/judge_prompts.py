@@ -306,17 +306,28 @@ def context_text(history: Sequence[tuple[str, str]], limit: int | None = None) -
     """The ``{context}`` field: each earlier turn's text, a newline, its real observation,
     a blank line; under a heading. With ``limit`` (characters), the oldest turns are left
     out until it fits, and a line says how many."""
-    blocks = [f"{turn_text}\n{observation}\n\n" for turn_text, observation in history]
-    first = 0
-    if limit is not None:
-        size = sum(len(b) for b in blocks)
-        while first < len(blocks) and size > limit:
-            size -= len(blocks[first])
-            first += 1
+    blocks = _context_blocks(history)
+    first = turns_left_out(history, limit)
     if not blocks:
         return ""
     note = f"({first} earlier turn(s) left out for length)\n\n" if first else ""
     return f"# Context (Historical Interactions):\n\n{note}" + "".join(blocks[first:])
+
+
+def _context_blocks(history: Sequence[tuple[str, str]]) -> list[str]:
+    return [f"{turn_text}\n{observation}\n\n" for turn_text, observation in history]
+
+
+def turns_left_out(history: Sequence[tuple[str, str]], limit: int | None) -> int:
+    """How many of the oldest turns ``context_text`` leaves out to fit ``limit``."""
+    if limit is None:
+        return 0
+    sizes = [len(b) for b in _context_blocks(history)]
+    size, first = sum(sizes), 0
+    while first < len(sizes) and size > limit:
+        size -= sizes[first]
+        first += 1
+    return first
 
 
 def judge_messages_for(
