@@ -509,6 +509,50 @@ def test_two_runs_side_by_side_on_the_samples_both_judged(
         (["bench", "score", "{tmp}"], "no bench run here"),
         (["bench", "score"], "usage: agentworld bench score"),
         (["bench", "judge", "{tmp}"], "give a judge"),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-prompts",
+                "{tmp}/none",
+            ],
+            "--judge-prompts: {tmp}/none: no such folder",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-prompts",
+                "{data}",
+            ],
+            "no judge system prompt found",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-temperature",
+                "nan",
+            ],
+            "--judge-temperature must be from 0 to 2",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-attempts",
+                "0",
+            ],
+            "--judge-attempts must be 1 or more",
+        ),
         (["bench", "{data}", "{data}"], "one DATA_DIR at a time"),
         (
             ["bench", "{data}", "--server", "http://127.0.0.1:9/v1", "--out", "{tmp}/o"],
@@ -526,7 +570,7 @@ def test_bad_input_is_one_line(
     args = [a.format(tmp=tmp_path, data=bench_data) for a in argv]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err and message in err[-1]
+    assert err and message.format(tmp=tmp_path) in err[-1]
     assert "Traceback" not in "\n".join(err)
 
 

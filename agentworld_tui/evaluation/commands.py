@@ -22,6 +22,7 @@ from agentworld_tui.launch import UserError
 if TYPE_CHECKING:
     from agentworld_tui.evaluation.bench import BenchRun, SampleSet
     from agentworld_tui.evaluation.judging import JudgeSpec
+    from agentworld_tui.world.judge_prompts import JudgePrompts
 
 USAGE = """
   agentworld bench DATA_DIR [--domains D [D ...]] [--limit N] [--out DIR] [--concurrency N]
@@ -149,6 +150,7 @@ def _run(data: Path, args: argparse.Namespace) -> int:
     from agentworld_tui.launch import generation_params, make_engine, settings_from_args
 
     spec = _judge_spec(args)
+    prompts = _judge_prompts(args) if spec is not None else None
     domains = _domains(args.domains)
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be 1 or more")
@@ -194,7 +196,8 @@ def _run(data: Path, args: argparse.Namespace) -> int:
         _say(f"  {problem}")
     status = 1 if summary.failed else 0
     if spec is not None:
-        status = max(status, _judge(run, samples, spec, args))
+        assert prompts is not None
+        status = max(status, _judge(run, samples, spec, prompts, args))
     return max(status, _print_scores([run], args, quiet_if_empty=spec is None))
 
 
@@ -207,17 +210,24 @@ def _judge_only(out: Path, args: argparse.Namespace) -> int:
         raise UserError(
             "give a judge: --judge-server URL --judge-model NAME, or --judge-model-path"
         )
+    prompts = _judge_prompts(args)
     run = BenchRun(out)
     try:
         info = run.require()
         samples = load_samples(Path(str(info["data"])), known=lambda name: name in DOMAINS)
     except BenchError as exc:
         raise UserError(str(exc)) from None
-    status = _judge(run, samples, spec, args)
+    status = _judge(run, samples, spec, prompts, args)
     return max(status, _print_scores([run], args))
 
 
-def _judge(run: BenchRun, samples: SampleSet, spec: JudgeSpec, args: argparse.Namespace) -> int:
+def _judge(
+    run: BenchRun,
+    samples: SampleSet,
+    spec: JudgeSpec,
+    prompts: JudgePrompts,
+    args: argparse.Namespace,
+) -> int:
     from dataclasses import replace
 
     from agentworld_tui.domains import DOMAINS
@@ -225,20 +235,7 @@ def _judge(run: BenchRun, samples: SampleSet, spec: JudgeSpec, args: argparse.Na
     from agentworld_tui.engines.judge import JUDGE_PARAMS, JudgeSettings
     from agentworld_tui.evaluation.bench import BenchError
     from agentworld_tui.evaluation.judging import Judging, judge_run, make_judge_engine
-    from agentworld_tui.world.judge_prompts import (
-        JudgePromptsError,
-        load_judge_prompts,
-        project_prompts,
-    )
 
-    try:
-        prompts = (
-            load_judge_prompts(Path(args.judge_prompts), list(DOMAINS))
-            if args.judge_prompts
-            else project_prompts()
-        )
-    except JudgePromptsError as exc:
-        raise UserError(f"--judge-prompts: {exc}") from None
     wanted = set(samples.by_domain())
     for problem in prompts.problems:
         if not any(f" for {d};" in problem for d in DOMAINS if d not in wanted):
@@ -329,6 +326,23 @@ def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
     if args.judge_attempts < 1:
         raise UserError("--judge-attempts must be 1 or more")
     return spec if spec.given else None
+
+
+def _judge_prompts(args: argparse.Namespace) -> JudgePrompts:
+    """The judge prompts to use: the folder given, or the project's own."""
+    from agentworld_tui.domains import DOMAINS
+    from agentworld_tui.world.judge_prompts import (
+        JudgePromptsError,
+        load_judge_prompts,
+        project_prompts,
+    )
+
+    if not args.judge_prompts:
+        return project_prompts()
+    try:
+        return load_judge_prompts(Path(args.judge_prompts), list(DOMAINS))
+    except JudgePromptsError as exc:
+        raise UserError(f"--judge-prompts: {exc}") from None
 
 
 def _domains(values: list[str] | None) -> list[str]:
