@@ -145,6 +145,7 @@ def test_local_world_model_and_local_judge_then_the_scores(
     assert main(args) == 0
     captured = capsys.readouterr()
     assert "judged 3, unreadable 0, judge failed 0" in captured.err
+    assert "temperature 0.6, max_tokens 256, up to 3 attempts" in captured.err
     assert "predict [########################] 3/3 100%" in captured.err
 
     samples = {s.source: s for s in samples_of(bench_data, "terminal_test.jsonl")}
@@ -161,11 +162,17 @@ def test_local_world_model_and_local_judge_then_the_scores(
     verdicts = records(out / "judgements.jsonl")
     assert len(verdicts) == 3
     assert all(v["judgement"]["total"] == pytest.approx(3.6) for v in verdicts)
-    # The table: every dimension normalised, total (3.6 - 1) / 4 * 100 = 65.0.
+    # The table: every dimension normalised, total (3.6 - 1) / 4 * 100 = 65.00, two decimals.
     table = captured.out
     assert "terminal" in table and "mcp" not in table and "search" not in table
     overall = next(x for x in table.splitlines() if x.startswith("Overall"))
-    assert overall.split()[1:7] == ["75.0", "50.0", "100.0", "75.0", "25.0", "65.0"]
+    scores, counts = overall.split()[1:7], overall.split()[7:]
+    assert scores == ["75.00", "50.00", "100.00", "75.00", "25.00", "65.00"]
+    assert counts == ["3", "0", "0", "65.00"]  # valid, failed, pending, strict
+    assert (
+        "Judged with judge scripted-2.gguf, prompts: the project's judge prompts; "
+        "temperature 0.6, max_tokens 256, up to 3 attempts (3 samples)"
+    ) in table
 
     # The same command again finds everything done and redoes nothing.
     assert main(args) == 0
@@ -274,13 +281,19 @@ def test_concurrent_server_requests_remote_judge_and_unreadable_verdicts(
     bench_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
+    unsure = Reply(content=["I cannot decide."])
     with MeetingServer(default=Reply(content=[ANSWER])) as world, FaultServer() as judge:
-        # The judge answers in sample order (one request at a time): mcp:1, mcp:2, terminal:1..3.
+        # The judge answers in sample order (one request at a time): mcp:1, mcp:2 (asked
+        # three times, never readable), terminal:1, terminal:2, terminal:4.
         judge.queue(
             verdict({"format": 2, "factuality": 2, "consistency": 2, "realism": 2, "quality": 2}),
-            Reply(content=["I cannot decide."]),
+            unsure,
+            unsure,
+            unsure,
             verdict({"format": 5, "factuality": 4, "consistency": 3, "realism": 2, "quality": 1}),
-            verdict({"format": 4, "factuality": 4, "consistency": 4, "realism": 4, "quality": 4}),
+            verdict(
+                {"format": 3.6, "factuality": 4, "consistency": 4.4, "realism": 4, "quality": "4/5"}
+            ),
             Reply(content=['<final_evaluation>{"scores": {"format": 9}}</final_evaluation>']),
         )
         code = main(
@@ -308,21 +321,30 @@ def test_concurrent_server_requests_remote_judge_and_unreadable_verdicts(
         )
         assert world.barrier.broken is False
         assert len(world.chat_requests()) == 5
+        assert len(judge.chat_requests()) == 7
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "judged 3, unreadable 2, judge failed 0" in captured.err
+    assert "judged 4, unreadable 1, judge failed 0" in captured.err
     (scores,) = json.loads(captured.out)
     mcp, terminal = scores["domains"]["mcp"], scores["domains"]["terminal"]
-    # Unreadable verdicts are left out, never counted as zero.
-    assert (mcp["judged"], mcp["unreadable"]) == (1, 1)
-    assert mcp["score"]["total"] == pytest.approx(25.0)
-    assert (terminal["judged"], terminal["unreadable"]) == (2, 1)
-    # terminal: totals 3.0 and 4.0 -> mean 3.5 -> 62.5; format (5 + 4) / 2 = 4.5 -> 87.5.
-    assert terminal["mean"]["total"] == pytest.approx(3.5)
-    assert terminal["score"]["total"] == pytest.approx(62.5)
-    assert terminal["score"]["format"] == pytest.approx(87.5)
-    assert terminal["score"]["quality"] == pytest.approx(37.5)
-    assert scores["overall"]["total"] == pytest.approx((25.0 + 62.5) / 2)
+    # An unreadable verdict is a failed sample, left out, never counted as zero.
+    assert (mcp["valid"], mcp["failed"], mcp["failed_unreadable"]) == (1, 1, 1)
+    assert mcp["score"]["total"] == 25.0
+    # terminal: totals 3, 4 (3.6 -> 4, 4.4 -> 4, "4/5" -> 4) and 5 (format 9 -> 5, the
+    # four missing dimensions absent) -> mean 4 -> 75.
+    assert terminal["valid"] == 3
+    assert terminal["mean"]["total"] == pytest.approx(4.0)
+    assert terminal["score"]["total"] == 75.0
+    assert terminal["score"]["format"] == pytest.approx(91.67)  # (5 + 4 + 5) / 3
+    assert terminal["score"]["factuality"] == 75.0  # 4 and 4; absent in the third
+    assert terminal["score"]["quality"] == 37.5  # 1 and 4
+    # The overall is the mean over the valid samples: (2 + 3 + 4 + 5) / 4 = 3.5 -> 62.5,
+    # not the mean of the domains (50).
+    assert scores["overall"]["score"]["total"] == 62.5
+    # The project's stricter view, beside: terminal keeps 3.0 and 4.0 (floats as given),
+    # the partial verdict is unreadable there; its overall is the mean of the domains.
+    assert terminal["strict"] == {"judged": 2, "mean": 3.5, "score": 62.5}
+    assert scores["overall"]["strict"]["score"] == pytest.approx((25.0 + 62.5) / 2)
 
 
 # -- the score step on hand-written runs --------------------------------------------------------------
@@ -359,6 +381,7 @@ def write_run(folder: Path, model: str, rows: list[tuple[str, str, dict[str, int
                         "domain": domain,
                         "prediction_sha": key,
                         "judgement": judgement,
+                        "official": judgement,
                         "error": "" if scores else "unreadable",
                     }
                 )
@@ -392,7 +415,13 @@ def test_score_arithmetic_against_hand_computed_values(
     with (run / "predictions.jsonl").open("a") as p:
         p.write(
             json.dumps(
-                {"key": "m2", "domain": "mcp", "status": "complete", "prediction_sha": "new"}
+                {
+                    "key": "m2",
+                    "domain": "mcp",
+                    "status": "complete",
+                    "prediction": "again",
+                    "prediction_sha": "new",
+                }
             )
             + "\n"
         )
@@ -417,22 +446,36 @@ def test_score_arithmetic_against_hand_computed_values(
         if r.split() and r.split()[0] in ("terminal", "mcp", "Overall")
     }
     # terminal: format (5+4)/2 = 4.5 -> 87.5, factuality 4 -> 75, consistency 3.5 -> 62.5,
-    # realism 3 -> 50, quality 2.5 -> 37.5, total 3.5 -> 62.5; 2 judged, 1 unreadable.
-    assert rows["terminal"] == ["87.5", "75.0", "62.5", "50.0", "37.5", "62.5", "2", "1", "0"]
-    # mcp: 2 everywhere -> 25.0; m2's verdict is stale, so it is pending.
-    assert rows["mcp"] == ["25.0"] * 6 + ["1", "0", "1"]
-    # overall: the mean of the domains, (62.5 + 25) / 2 = 43.75.
-    assert rows["Overall"][5] in ("43.8", "43.7")
+    # realism 3 -> 50, quality 2.5 -> 37.5, total 3.5 -> 62.5; 2 valid, 1 failed (unreadable).
+    assert rows["terminal"] == [
+        "87.50",
+        "75.00",
+        "62.50",
+        "50.00",
+        "37.50",
+        "62.50",
+        "2",
+        "1",
+        "0",
+        "62.50",
+    ]
+    # mcp: 2 everywhere -> 25.00; m2's verdict is stale and m3 failed to predict: pending.
+    assert rows["mcp"] == ["25.00"] * 6 + ["1", "0", "2", "25.00"]
+    # overall: the mean over the valid samples, (3 + 4 + 2) / 3 = 3 -> 50.00; the strict
+    # column keeps the project's mean of the domains, (62.5 + 25) / 2 = 43.75.
+    # Each dimension pooled the same way: format (5 + 4 + 2) / 3 -> 66.67, and so on.
+    assert rows["Overall"][:6] == ["66.67", "58.33", "50.00", "41.67", "33.33", "50.00"]
+    assert rows["Overall"][6:] == ["3", "1", "2", "43.75"]
 
     assert main(["bench", "score", str(run), "--raw"]) == 0
     raw = capsys.readouterr().out
     assert next(x for x in raw.splitlines() if x.startswith("terminal")).split()[1:7] == [
-        "4.5",
-        "4.0",
-        "3.5",
-        "3.0",
-        "2.5",
-        "3.5",
+        "4.50",
+        "4.00",
+        "3.50",
+        "3.00",
+        "2.50",
+        "3.50",
     ]
 
 
@@ -447,11 +490,11 @@ def test_two_runs_side_by_side_on_the_samples_both_judged(
     )
     assert main(["bench", "score", str(tmp_path / "q4"), str(tmp_path / "q8")]) == 0
     text = capsys.readouterr().out
-    assert "Compared on the 2 samples judged in both runs (A has 0 more, B 1 more)." in text
+    assert "Compared on the 2 samples valid in both runs (A has 0 more, B 1 more)." in text
     rows = {r.split()[0]: r.split()[1:] for r in text.splitlines() if r.split()}
-    assert rows["terminal"] == ["50.0", "75.0", "+25.0", "1"]
-    assert rows["mcp"] == ["25.0", "25.0", "+0.0", "1"]
-    assert rows["Overall"] == ["37.5", "50.0", "+12.5", "2"]
+    assert rows["terminal"] == ["50.00", "75.00", "+25.00", "1"]
+    assert rows["mcp"] == ["25.00", "25.00", "+0.00", "1"]
+    assert rows["Overall"] == ["37.50", "50.00", "+12.50", "2"]
 
 
 # -- bad input: one line, exit 2 --------------------------------------------------------------------
@@ -466,6 +509,50 @@ def test_two_runs_side_by_side_on_the_samples_both_judged(
         (["bench", "score", "{tmp}"], "no bench run here"),
         (["bench", "score"], "usage: agentworld bench score"),
         (["bench", "judge", "{tmp}"], "give a judge"),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-prompts",
+                "{tmp}/none",
+            ],
+            "--judge-prompts: {tmp}/none: no such folder",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-prompts",
+                "{data}",
+            ],
+            "no judge system prompt found",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-temperature",
+                "nan",
+            ],
+            "--judge-temperature must be from 0 to 2",
+        ),
+        (
+            [
+                "bench",
+                "{data}",
+                "--judge-model-path",
+                "{data}/mcp_test.jsonl",
+                "--judge-attempts",
+                "0",
+            ],
+            "--judge-attempts must be 1 or more",
+        ),
         (["bench", "{data}", "{data}"], "one DATA_DIR at a time"),
         (
             ["bench", "{data}", "--server", "http://127.0.0.1:9/v1", "--out", "{tmp}/o"],
@@ -483,7 +570,7 @@ def test_bad_input_is_one_line(
     args = [a.format(tmp=tmp_path, data=bench_data) for a in argv]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err and message in err[-1]
+    assert err and message.format(tmp=tmp_path) in err[-1]
     assert "Traceback" not in "\n".join(err)
 
 

@@ -80,18 +80,9 @@ def test_judge_prompt_has_the_parts_and_the_dimensions(name: str) -> None:
     for dimension in DIMENSIONS:
         assert f"- {dimension}:" in template.text
     assert "<final_evaluation>" in template.text and "</final_evaluation>" in template.text
-    filled = template.render(
-        {
-            "history": "HISTORY-MARK",
-            "action": "ACTION-MARK",
-            "prediction": "PREDICTION-MARK",
-            "ground_truth": "TRUTH-MARK",
-        }
-    )
-    positions = [filled.index(m) for m in ("HISTORY", "ACTION", "PREDICTION", "TRUTH")]
-    assert positions == sorted(positions)
-    assert PLACEHOLDER.search(filled) is None
-    assert '"scores": {"format": n' in filled
+    # Instructions only: the turn to judge comes in the user message (world/judge_prompts.py).
+    assert PLACEHOLDER.search(template.text) is None
+    assert '"scores": {"format": n' in template.text
 
 
 def test_render_template_leaves_no_gap_for_empty_parts() -> None:

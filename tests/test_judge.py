@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentworld_tui.domains import DOMAINS, get_domain
-from agentworld_tui.engines.judge import JUDGE_PARAMS, run_judge
+from agentworld_tui.engines.judge import JUDGE_PARAMS, JudgeSettings, run_judge
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.engines.remote import RemoteEngine
 from agentworld_tui.world.domain import Scenario
@@ -21,12 +21,12 @@ from agentworld_tui.world.judge import (
     Judgement,
     JudgementError,
     Verdict,
-    history_text,
     judge_messages,
     normalise,
     parse_judgement,
     turn_judge_messages,
 )
+from agentworld_tui.world.judge_prompts import context_text
 from agentworld_tui.world.session import new_session
 
 SCORES = {"format": 4, "factuality": 3, "consistency": 5, "realism": 4, "quality": 2}
@@ -180,36 +180,33 @@ def test_wrapped_verdicts_read_back_exactly(
 
 # -- the judge's prompt -----------------------------------------------------------------------
 @pytest.mark.parametrize("domain", list(DOMAINS))
-def test_every_domain_judge_prompt_is_filled(domain: str) -> None:
+def test_every_domain_is_judged_with_a_system_prompt_and_a_user_message(domain: str) -> None:
     messages, problems = judge_messages(
         domain, [("### Turn 1\nls", "a b")], "### Turn 2\nls -l", "PREDICTED", "REAL"
     )
     assert problems == []
-    system = messages[0]["content"]
-    assert "{{" not in system
-    for part in (
-        "### Turn 1\nls",
-        "**Environment Observation:**\na b",
-        "### Turn 2",
-        "PREDICTED",
-        "REAL",
-    ):
-        assert part in system
-    assert system.index("PREDICTED") < system.index("REAL")
-    assert messages[-1]["role"] == "user"
+    assert [m["role"] for m in messages] == ["system", "user"]
+    system, user = messages[0]["content"], messages[1]["content"]
+    assert "five" in system.lower() and "{" not in system.replace('{"', "").replace("{n", "")
+    assert "PREDICTED" not in system and "REAL" not in system
+    assert user.startswith("# Context (Historical Interactions):\n\n### Turn 1\nls\na b\n\n")
+    assert "# Current Turn:\n\n### Turn 2\nls -l" in user
+    assert "**World Model Output (Simulated):**\n```\nPREDICTED\n```" in user
+    assert "**Ground Truth (Real Output):**\n```\nREAL\n```" in user
+    assert user.index("PREDICTED") < user.index("REAL")
+    assert "<final_evaluation>" in user and "{context}" not in user and "{{" not in user
 
 
 def test_history_is_cut_from_the_oldest_end_and_says_so() -> None:
     history = [(f"### Turn {i}", f"out {i}" * 20) for i in range(1, 6)]
-    full = history_text(history)
-    assert full.count("**Environment Observation:**") == 5
-    cut = history_text(history, limit=len(full) // 2)
-    assert cut.startswith("(3 earlier turn(s) left out for length)")
-    assert "### Turn 5" in cut and "### Turn 1\n" not in cut
-    assert history_text([]) == "(none: this is the first turn)"
-    assert "**Environment Observation:**\n**Environment" not in history_text(
-        [("t", "**Environment Observation:**\nx")]
+    full = context_text(history)
+    assert full.count("### Turn") == 5
+    cut = context_text(history, limit=len(full) // 2)
+    assert cut.startswith(
+        "# Context (Historical Interactions):\n\n(3 earlier turn(s) left out for length)"
     )
+    assert "### Turn 5" in cut and "### Turn 1\n" not in cut
+    assert context_text([]) == ""
 
 
 def test_a_turn_is_judged_with_the_history_it_was_sent_with() -> None:
@@ -218,10 +215,10 @@ def test_a_turn_is_judged_with_the_history_it_was_sent_with() -> None:
         turn = session.begin_turn(session.domain.parse_action(command, session.scenario))
         session.finish_turn(turn, observation=observation, reasoning="", status="complete")
     messages, _ = turn_judge_messages(session, session.turns[1], "/home/root")
-    system = messages[0]["content"]
-    assert session.turns[0].user_message in system and "a b" in system
-    assert session.turns[1].user_message in system
-    assert "/root" in system and "/home/root" in system
+    user = messages[1]["content"]
+    assert session.turns[0].user_message in user and "a b" in user
+    assert session.turns[1].user_message in user
+    assert "```\n/root\n```" in user and "```\n/home/root\n```" in user
 
 
 # -- real judge engines -----------------------------------------------------------------------
@@ -241,33 +238,54 @@ def test_a_scripted_local_judge_gives_the_fixed_verdict(scripted_model: Any) -> 
     assert again == verdict
 
 
-def test_an_unreadable_judge_is_reported_not_scored() -> None:
+def test_an_unreadable_judge_is_asked_three_times_then_reported_not_scored() -> None:
     with FaultServer(default=Reply(content=["It looks fine to me, 4 out of 5."])) as server:
         engine = RemoteEngine(server.url, model="world-model")
         engine.load()
         messages, _ = judge_messages("mcp", [], "call", "x", "y")
         verdict = run_judge(engine, messages)
-    assert verdict.judgement is None and not verdict.engine_failed
+        asked = len(server.chat_requests())
+    assert asked == 3 and verdict.attempts == 3
+    assert verdict.judgement is None and verdict.official is None and not verdict.engine_failed
     assert verdict.error.startswith("unreadable judgement:")
     assert "4 out of 5" in verdict.answer
 
 
-def test_a_remote_judge_reads_content_and_a_failing_one_is_marked_for_retry() -> None:
+def test_an_unreadable_answer_is_asked_again_until_one_can_be_read() -> None:
+    good = Reply(content=[f"<final_evaluation>{VERDICT_JSON}</final_evaluation>"])
+    with FaultServer(default=good) as server:
+        server.queue(Reply(content=["Hmm."]))
+        engine = RemoteEngine(server.url, model="world-model")
+        engine.load()
+        messages, _ = judge_messages("mcp", [], "call", "x", "y")
+        verdict = run_judge(engine, messages)
+        bodies = [r.body for r in server.chat_requests()]
+    assert verdict.attempts == 2 and verdict.official is not None
+    assert verdict.official.total == pytest.approx(3.6)
+    assert bodies[0] == bodies[1]  # the same request, sampled again
+
+
+def test_a_remote_judge_is_sampled_as_the_official_evaluator_does_and_failures_retried() -> None:
     good = Reply(
         reasoning=["weighing it"],
         content=[f"<final_evaluation>{VERDICT_JSON}", "</final_evaluation>"],
     )
+    quick = JudgeSettings(retry_pause=0)
     with FaultServer(default=good) as server:
         engine = RemoteEngine(server.url, model="world-model")
         engine.load()
         messages, _ = judge_messages("web", [], "click", "page", "page")
         verdict = run_judge(engine, messages, params=JUDGE_PARAMS)
-        assert verdict.parsed and verdict.judge == "world-model"
+        assert verdict.parsed and verdict.judge == "world-model" and verdict.attempts == 1
         assert server.chat_requests()[-1].body["messages"] == messages
-        assert server.chat_requests()[-1].body["temperature"] == 0.0
+        assert server.chat_requests()[-1].body["temperature"] == 0.6
+        assert server.chat_requests()[-1].body["max_tokens"] <= 32768
         server.queue(Reply(status=500, error_message="boom"))
-        failed = run_judge(engine, messages)
-    assert failed.judgement is None and failed.engine_failed
+        recovered = run_judge(engine, messages, settings=quick)
+        assert recovered.official is not None and recovered.attempts == 2
+        server.queue(*[Reply(status=500, error_message="boom")] * 3)
+        failed = run_judge(engine, messages, settings=quick)
+    assert failed.judgement is None and failed.engine_failed and failed.attempts == 3
     assert failed.error.startswith("the judge failed")
 
 
@@ -344,3 +362,28 @@ def test_a_judged_turn_shows_its_verdict_in_the_markdown_export() -> None:
         "consistency 5, realism 4, quality 2).*"
     ) in text
     assert "*Judged: no judgement (unreadable judgement: no format score).*" in text
+
+
+QUOTING_JUDGE = (
+    "Comparing.</think>The model wrote <predicted_observation>a</predicted_observation> "
+    f"where the truth is b.\n<final_evaluation>{VERDICT_JSON}</final_evaluation>"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs the engines to fill Finished.raw (their parallel change): until then the "
+    "judge's answer reaches run_judge only through the observation splitter",
+)
+def test_a_local_judge_that_quotes_the_answer_tags_is_read_from_its_raw_text(
+    scripted_model: Any,
+) -> None:
+    judge = LlamaEngine(scripted_model(QUOTING_JUDGE, n_ctx_train=8192), n_ctx=8192, threads=2)
+    judge.load()
+    try:
+        messages, _ = judge_messages("terminal", [], "### Turn 1\nls", "a", "b")
+        verdict = run_judge(judge, messages, settings=JudgeSettings(attempts=1))
+    finally:
+        judge.unload()
+    assert verdict.official is not None and verdict.judgement is not None
+    assert verdict.official.total == pytest.approx(3.6)

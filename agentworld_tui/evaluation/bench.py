@@ -1,12 +1,14 @@
 """Running the world model over AgentWorldBench samples, resumably.
 
-Each sample is predicted from its own conversation: its ``system_str``, the history its
-lists give, then its current turn (the same path a turn takes in the app, so history that
-does not fit the context is trimmed from the oldest end and the record says how much).
-Every finished prediction is appended to ``predictions.jsonl`` in the run's folder at once;
-a run that stops for any reason is resumed by running the same command again, which skips
-every sample already predicted. A sample whose request failed (server down, say) is tried
-again; one the model answered badly is not: that answer is its result.
+Each sample is predicted from the messages the official evaluator sends for it: its
+``system_str`` (none when empty), the history its lists give (a turn with an empty
+observation included), then its current turn. History that does not fit the context is
+trimmed from the oldest end (where the official request would fail) and the record says how
+much. Every finished prediction is appended to ``predictions.jsonl`` in the run's folder at
+once, with the whole generated text the judge's prediction is extracted from; a run that
+stops for any reason is resumed by running the same command again, which skips every sample
+already predicted. A sample whose request failed (server down, say) is tried again; one the
+model answered badly is not: that answer is its result.
 
 A sample's key is where it came from, ``<file name>:<line>``, so it is unique and stays
 the same between runs over the same files.
@@ -23,17 +25,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentworld_tui.engines.base import Engine, GenerationControl, GenerationParams
+from agentworld_tui.engines.base import (
+    Engine,
+    EngineError,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+    GenerationStats,
+    Message,
+)
 from agentworld_tui.evaluation.progress import Progress
 from agentworld_tui.evaluation.results import ResultLog
 from agentworld_tui.evaluation.workers import run_each
+from agentworld_tui.world.context import first_kept_turn, history_budget
 from agentworld_tui.world.store import write_atomic
 from agentworld_tui.world.trajectories import (
     Sample,
     TrajectoryError,
     benchmark_files,
     parse_sample,
-    sample_session,
 )
 
 RUN_FILE = "run.json"
@@ -43,6 +53,8 @@ RUN_FORMAT = "agentworld-bench"
 DONE_STATUSES = ("complete", "no_answer")
 """A prediction with one of these is final; others (an engine error, a stop) are retried."""
 MAX_PROBLEMS = 20
+PREDICT_WORDS = ("failed",)
+"""What the progress bar and the summary count, in the same words."""
 
 
 class BenchError(Exception):
@@ -154,7 +166,7 @@ class BenchRun:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise BenchError(f"{path}: unreadable ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
             raise BenchError(f"{path}: not an agentworld bench run")
@@ -223,6 +235,36 @@ class PredictSummary:
     problems: list[str] = field(default_factory=list)
     """The first few failures, one line each."""
 
+    def line(self) -> str:
+        """The summary, counting what the progress bar counted with the same words."""
+        return f"predicted {self.predicted}, failed {self.failed}"
+
+
+MESSAGE_OVERHEAD = 6
+"""Chat-template tokens per message (role markers, newlines), a safe over-estimate."""
+
+
+def sample_messages(
+    sample: Sample, count_tokens: Callable[[str], int], budget: int
+) -> tuple[list[Message], int]:
+    """The messages the official evaluator sends for ``sample`` (``sample.conversation()``:
+    no system message when ``system_str`` is empty, every earlier turn kept, an empty
+    observation included), and how many of the oldest turns were left out because the
+    whole would not fit ``budget`` tokens (where the official request would fail)."""
+    messages = sample.conversation()
+    system = 1 if messages[0]["role"] == "system" else 0
+    pairs = [(messages[i], messages[i + 1]) for i in range(system, len(messages) - 1, 2)]
+
+    def size(message: Message) -> int:
+        return count_tokens(message["content"]) + MESSAGE_OVERHEAD
+
+    fixed = sum(size(m) for m in messages[:system]) + size(messages[-1])
+    first = first_kept_turn([size(u) + size(a) for u, a in pairs], fixed, budget)
+    if first == 0:
+        return messages, 0
+    kept = [m for pair in pairs[first:] for m in pair]
+    return [*messages[:system], *kept, messages[-1]], first
+
 
 def predict_record(
     engine: Engine,
@@ -232,31 +274,53 @@ def predict_record(
     *,
     keep_reasoning: bool = False,
 ) -> dict[str, Any]:
-    """Predict one sample's current turn; the record to append (never raises EngineError)."""
-    from agentworld_tui.domains import get_domain
-    from agentworld_tui.engines.turn import run_turn
+    """Predict one sample's current turn; the record to append (never raises EngineError).
 
-    session = sample_session(sample, get_domain(sample.domain))
-    turn = session.turns[-1]
-    for _event in run_turn(engine, session, turn, params, control):
-        pass
+    ``raw`` is the whole generated text, which the judge's prediction is extracted from by
+    the official rules; ``prediction`` is the app's own extraction, kept beside it.
+    """
+    from agentworld_tui.engines.judge import generated_text
+    from agentworld_tui.engines.turn import outcome
+
+    finished: Finished | None = None
+    omitted = 0
+    try:
+        budget = history_budget(engine.info.n_ctx, params.max_tokens)
+        messages, omitted = sample_messages(sample, engine.count_tokens, budget)
+        for event in engine.stream(messages, params, control):
+            if isinstance(event, Finished):
+                finished = event
+    except EngineError as exc:
+        finished = Finished("", "", False, GenerationStats(stop_reason="error"), error=str(exc))
+    if finished is None:  # the engine ended without its final event
+        finished = Finished("", "", False, GenerationStats(stop_reason="cancelled"))
+    status, note = outcome(finished)
+    generated = generated_text(finished)
     record: dict[str, Any] = {
         "key": sample.source,
         "id": sample.id,
         "domain": sample.domain,
         "turn_idx": sample.turn_idx,
-        "status": turn.status,
-        "note": turn.note,
-        "prediction": turn.observation,
-        "prediction_sha": prediction_sha(turn.observation),
-        "reasoning_chars": len(turn.reasoning),
-        "omitted_turns": turn.omitted_turns,
-        "stats": turn.stats,
+        "status": status,
+        "note": note,
+        "prediction": finished.observation,
+        "raw": generated,
+        "prediction_sha": prediction_sha(generated),
+        "extraction": finished.extraction,
+        "reasoning_chars": len(finished.reasoning),
+        "omitted_turns": omitted,
+        "stats": finished.stats.to_dict(),
         "time": time.time(),
     }
     if keep_reasoning:
-        record["reasoning"] = turn.reasoning
+        record["reasoning"] = finished.reasoning
     return record
+
+
+def generation(record: dict[str, Any]) -> str:
+    """A prediction record's whole generated text (older records kept only the answer)."""
+    raw = record.get("raw")
+    return raw if isinstance(raw, str) else str(record.get("prediction", ""))
 
 
 def predict_samples(
@@ -275,7 +339,9 @@ def predict_samples(
     done = run.finished_predictions()
     todo = [s for s in samples if s.source not in done]
     summary = PredictSummary(len(samples), len(samples) - len(todo))
-    progress = Progress("predict", len(samples), done=summary.resumed, stream=stream)
+    progress = Progress(
+        "predict", len(samples), done=summary.resumed, stream=stream, words=PREDICT_WORDS
+    )
     if not todo:
         return summary
     progress.show()
@@ -290,7 +356,7 @@ def predict_samples(
         else:
             summary.predicted += 1
         run.predictions.append(result)
-        progress.advance(failed=result["status"] not in DONE_STATUSES)
+        progress.advance("" if result["status"] in DONE_STATUSES else "failed")
 
     try:
         run_each(

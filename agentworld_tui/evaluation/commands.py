@@ -22,14 +22,20 @@ from agentworld_tui.launch import UserError
 if TYPE_CHECKING:
     from agentworld_tui.evaluation.bench import BenchRun, SampleSet
     from agentworld_tui.evaluation.judging import JudgeSpec
+    from agentworld_tui.world.judge_prompts import JudgePrompts
 
 USAGE = """
   agentworld bench DATA_DIR [--domains D [D ...]] [--limit N] [--out DIR] [--concurrency N]
                    [--judge-server URL --judge-model NAME | --judge-model-path GGUF]
+                   [--judge-prompts DIR]
   agentworld bench judge OUT_DIR (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
+                   [--judge-prompts DIR]
   agentworld bench score OUT_DIR [OTHER_OUT_DIR] [--raw] [--json]"""
 
 DEFAULT_REMOTE_CONCURRENCY = 4
+JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS, JUDGE_ATTEMPTS = 0.6, 32768, 3
+"""engines/judge.py's defaults (the official evaluator's), here so that building the
+argument parser imports nothing of judging."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: object) -> None:
@@ -81,7 +87,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: o
     )
     judge.add_argument("--judge-ctx", type=int, metavar="N", help="the judge's context size")
     judge.add_argument(
-        "--judge-max-tokens", type=int, default=16384, metavar="N", help="default 16384"
+        "--judge-prompts",
+        metavar="DIR",
+        help="judge with the prompts in this folder (for example a clone of the official "
+        "release) instead of the project's own; see docs/judging.md for the layouts read",
+    )
+    judge.add_argument(
+        "--judge-max-tokens",
+        type=int,
+        default=JUDGE_MAX_TOKENS,
+        metavar="N",
+        help=f"default {JUDGE_MAX_TOKENS}, as the official evaluator",
+    )
+    judge.add_argument(
+        "--judge-temperature",
+        type=float,
+        default=JUDGE_TEMPERATURE,
+        metavar="T",
+        help=f"default {JUDGE_TEMPERATURE:g}, as the official evaluator",
+    )
+    judge.add_argument(
+        "--judge-attempts",
+        type=int,
+        default=JUDGE_ATTEMPTS,
+        metavar="N",
+        help=f"requests per verdict while none can be read (default {JUDGE_ATTEMPTS}, "
+        "as the official evaluator)",
     )
     judge.add_argument(
         "--judge-concurrency",
@@ -119,6 +150,7 @@ def _run(data: Path, args: argparse.Namespace) -> int:
     from agentworld_tui.launch import generation_params, make_engine, settings_from_args
 
     spec = _judge_spec(args)
+    prompts = _judge_prompts(args) if spec is not None else None
     domains = _domains(args.domains)
     if args.limit is not None and args.limit < 1:
         raise UserError("--limit must be 1 or more")
@@ -159,12 +191,13 @@ def _run(data: Path, args: argparse.Namespace) -> int:
         engine.unload()
     if summary.resumed:
         _say(f"resumed: {summary.resumed} samples were already predicted")
-    _say(f"predicted {summary.predicted} samples, {summary.failed} failed")
+    _say(summary.line())
     for problem in summary.problems:
         _say(f"  {problem}")
     status = 1 if summary.failed else 0
     if spec is not None:
-        status = max(status, _judge(run, samples, spec, args))
+        assert prompts is not None
+        status = max(status, _judge(run, samples, spec, prompts, args))
     return max(status, _print_scores([run], args, quiet_if_empty=spec is None))
 
 
@@ -177,48 +210,63 @@ def _judge_only(out: Path, args: argparse.Namespace) -> int:
         raise UserError(
             "give a judge: --judge-server URL --judge-model NAME, or --judge-model-path"
         )
+    prompts = _judge_prompts(args)
     run = BenchRun(out)
     try:
         info = run.require()
         samples = load_samples(Path(str(info["data"])), known=lambda name: name in DOMAINS)
     except BenchError as exc:
         raise UserError(str(exc)) from None
-    status = _judge(run, samples, spec, args)
+    status = _judge(run, samples, spec, prompts, args)
     return max(status, _print_scores([run], args))
 
 
-def _judge(run: BenchRun, samples: SampleSet, spec: JudgeSpec, args: argparse.Namespace) -> int:
+def _judge(
+    run: BenchRun,
+    samples: SampleSet,
+    spec: JudgeSpec,
+    prompts: JudgePrompts,
+    args: argparse.Namespace,
+) -> int:
     from dataclasses import replace
 
+    from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
-    from agentworld_tui.engines.judge import JUDGE_PARAMS
+    from agentworld_tui.engines.judge import JUDGE_PARAMS, JudgeSettings
     from agentworld_tui.evaluation.bench import BenchError
-    from agentworld_tui.evaluation.judging import judge_run, make_judge_engine
+    from agentworld_tui.evaluation.judging import Judging, judge_run, make_judge_engine
 
+    wanted = set(samples.by_domain())
+    for problem in prompts.problems:
+        if not any(f" for {d};" in problem for d in DOMAINS if d not in wanted):
+            _say(problem)
+    settings = JudgeSettings(
+        replace(JUDGE_PARAMS, temperature=args.judge_temperature, max_tokens=args.judge_max_tokens),
+        attempts=args.judge_attempts,
+    )
     judge = make_judge_engine(spec)
     try:
         judge.load()
     except EngineError as exc:
         raise UserError(f"judge: {exc}") from None
-    params = replace(JUDGE_PARAMS, max_tokens=args.judge_max_tokens)
-    _say(f"judging with {judge.info.name} ({judge.info.where})")
+    judging = Judging(judge.info.name, prompts, settings)
+    _say(
+        f"judging with {judge.info.name} ({judge.info.where}); prompts: {prompts.label}; "
+        f"{settings.describe()}"
+    )
     try:
         summary = judge_run(
             judge,
             samples.samples,
             run,
-            params,
+            judging,
             concurrency=_concurrency(args.judge_concurrency, bool(spec.server)),
         )
     except BenchError as exc:
         raise UserError(str(exc)) from None
     finally:
         judge.unload()
-    _say(
-        f"judged {summary.judged}, unreadable {summary.unreadable}, judge failed "
-        f"{summary.failed}"
-        + (f", no reference {summary.no_reference}" if summary.no_reference else "")
-    )
+    _say(summary.line())
     for problem in summary.problems:
         _say(f"  {problem}")
     return 1 if summary.failed else 0
@@ -273,7 +321,28 @@ def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
         raise UserError(f"--judge-model-path: {spec.model_path}: no such file")
     if args.judge_max_tokens < 1:
         raise UserError("--judge-max-tokens must be 1 or more")
+    if not 0 <= args.judge_temperature <= 2:  # also refuses NaN
+        raise UserError("--judge-temperature must be from 0 to 2")
+    if args.judge_attempts < 1:
+        raise UserError("--judge-attempts must be 1 or more")
     return spec if spec.given else None
+
+
+def _judge_prompts(args: argparse.Namespace) -> JudgePrompts:
+    """The judge prompts to use: the folder given, or the project's own."""
+    from agentworld_tui.domains import DOMAINS
+    from agentworld_tui.world.judge_prompts import (
+        JudgePromptsError,
+        load_judge_prompts,
+        project_prompts,
+    )
+
+    if not args.judge_prompts:
+        return project_prompts()
+    try:
+        return load_judge_prompts(Path(args.judge_prompts), list(DOMAINS))
+    except JudgePromptsError as exc:
+        raise UserError(f"--judge-prompts: {exc}") from None
 
 
 def _domains(values: list[str] | None) -> list[str]:

@@ -1,10 +1,16 @@
 """A progress bar with an ETA on stderr: redrawn in place on a terminal, a line every tenth
-of the way when stderr is a file or a pipe."""
+of the way when stderr is a file or a pipe.
+
+The bar counts outcomes with the same words as the summary printed after it ("unreadable
+2, judge failed 1"), so the two never disagree about what went wrong.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
+from collections.abc import Sequence
 from typing import TextIO
 
 BAR_WIDTH = 24
@@ -17,16 +23,30 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def tally(counts: Counter[str], words: Sequence[str], *, zeros: bool = False) -> str:
+    """``"unreadable 2, judge failed 1"``: each word with its count, in the order given
+    (words counted 0 are left out unless ``zeros``)."""
+    return ", ".join(f"{w} {counts[w]}" for w in words if zeros or counts[w])
+
+
 class Progress:
     def __init__(
-        self, label: str, total: int, *, done: int = 0, stream: TextIO | None = None
+        self,
+        label: str,
+        total: int,
+        *,
+        done: int = 0,
+        stream: TextIO | None = None,
+        words: Sequence[str] = (),
     ) -> None:
         self.label = label
         self.total = total
         self.start_done = done
         """Finished before this run (resumed): they do not count towards the rate."""
         self.done = done
-        self.failed = 0
+        self.words = tuple(words)
+        """The outcomes worth showing, as the summary names them."""
+        self.counts: Counter[str] = Counter()
         self.stream = stream if stream is not None else sys.stderr
         self.started = time.monotonic()
         self._live = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -45,15 +65,17 @@ class Progress:
             eta = "ETA " + clock(elapsed / made * left)
         else:
             eta = "ETA --:--"
-        failed = f"  {self.failed} failed" if self.failed else ""
+        counted = tally(self.counts, self.words)
         return (
             f"{self.label} [{bar}] {self.done}/{self.total} {fraction:4.0%}  "
-            f"{clock(elapsed)} elapsed  {eta}{failed}"
+            f"{clock(elapsed)} elapsed  {eta}" + (f"  {counted}" if counted else "")
         )
 
-    def advance(self, *, failed: bool = False) -> None:
+    def advance(self, outcome: str = "") -> None:
+        """One more done; ``outcome`` (one of ``words``) is counted when given."""
         self.done += 1
-        self.failed += int(failed)
+        if outcome:
+            self.counts[outcome] += 1
         self.show()
 
     def show(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,15 @@ from agentworld_tui.world.export import dump_json
 
 class ResultsError(Exception):
     """A results file that cannot be read or written; the message is one line."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """One record as a line of JSON that UTF-8 can always encode: a lone surrogate (which
+    JSON can carry, from a benchmark line's ``\\ud800``) is written as its escape."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", dump_json(record))
 
 
 class ResultLog:
@@ -44,7 +54,7 @@ class ResultLog:
                 continue
             try:
                 record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # torn, damaged, too deep or too long
                 self.skipped += 1
                 continue
             if isinstance(record, dict) and isinstance(record.get("key"), str):
@@ -82,7 +92,7 @@ class ResultLog:
             raise ResultsError(f"{self.path}: cannot repair ({exc.strerror or exc})") from None
 
     def append(self, record: dict[str, Any]) -> None:
-        line = (dump_json(record) + "\n").encode("utf-8")
+        line = (record_line(record) + "\n").encode("utf-8")
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

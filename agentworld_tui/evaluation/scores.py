@@ -1,22 +1,32 @@
-"""Scores as AgentWorldBench reports them, from a run's predictions and verdicts.
+"""Scores as the official AgentWorldBench evaluator computes them, from a run's files.
 
-Per sample, total = the mean of its five scores. Per domain, each dimension and the total
-are means over the samples with a readable verdict; unreadable verdicts are counted and
-shown, never averaged in as zero. Scores are reported on 0-100: (score - 1) / 4 * 100. The
-overall score is the mean of the domains' scores, so each domain weighs the same whatever
-its number of samples.
+Per sample, a verdict read by the official rules (world/verdict.py) gives whole-number
+scores; a dimension that was missing or unreadable is absent. A sample is *valid* when its
+verdict was read, *failed* when its generation was empty or no verdict could be read after
+the judge's attempts, *pending* while it awaits a prediction or a verdict. Per domain, each
+dimension's score is the mean of its present values over the valid samples, the total the
+mean of their totals; scores are reported on 0-100, (mean - 1) / 4 * 100, with two decimals
+as the published tables are. The overall score is the mean over all valid samples of every
+domain (not the mean of the domains' scores).
+
+Beside it, labelled, the project's stricter view of the same answers: a verdict counts
+only with all five scores within 1-5, taken as given (no rounding), and the overall is the
+mean of the domains' scores, so each domain weighs the same.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from agentworld_tui.evaluation.bench import BenchRun
+from agentworld_tui.evaluation.bench import DONE_STATUSES, BenchRun, generation
 from agentworld_tui.evaluation.judging import judgement_current
-from agentworld_tui.world.judge import DIMENSIONS, Judgement, normalise
+from agentworld_tui.world.judge import DIMENSIONS, Judgement, JudgementError, normalise
+from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.verdict import OfficialVerdict, read_official_verdict
 
 HEADINGS = {
     "format": "Format",
@@ -24,41 +34,71 @@ HEADINGS = {
     "consistency": "Consist.",
     "realism": "Realism",
     "quality": "Quality",
+    "total": "Total",
 }
+COLUMNS = (*DIMENSIONS, "total")
+Status = Literal["valid", "failed", "pending"]
 
 
 @dataclass
 class SampleScore:
+    """One sample as the official evaluator counts it, and the project's reading beside."""
+
     key: str
     domain: str
-    scores: dict[str, float]
+    status: Status = "pending"
+    why: str = ""
+    """For a failed sample: "empty generation" or "unreadable"."""
+    official: OfficialVerdict | None = None
+    strict: Judgement | None = None
+    settings: str = ""
+    """The judge settings of its verdict, as one line ("" when none was recorded)."""
+    predicted_trimmed: bool = False
+    judged_trimmed: bool = False
 
-    @property
-    def total(self) -> float:
-        return sum(self.scores[d] for d in DIMENSIONS) / len(DIMENSIONS)
+    def value(self, dimension: str) -> float:
+        """The official value of a dimension or of the total (0 = absent)."""
+        assert self.official is not None
+        if dimension == "total":
+            return self.official.total
+        return float(self.official.scores.get(dimension, 0))
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 @dataclass
 class DomainScore:
     domain: str
-    predicted: int = 0
-    """Samples with a finished prediction."""
-    judged: list[SampleScore] = field(default_factory=list)
-    unreadable: int = 0
-    unjudged: int = 0
-    """Predictions without a verdict yet (or whose judge could not be reached)."""
+    samples: list[SampleScore] = field(default_factory=list)
 
-    def mean(self, dimension: str) -> float | None:
-        """The 1-5 mean of one dimension, or of ``total``; None when nothing was judged."""
-        if not self.judged:
-            return None
-        if dimension == "total":
-            return sum(s.total for s in self.judged) / len(self.judged)
-        return sum(s.scores[dimension] for s in self.judged) / len(self.judged)
+    def count(self, status: Status) -> int:
+        return sum(1 for s in self.samples if s.status == status)
+
+    def failed_because(self, why: str) -> int:
+        return sum(1 for s in self.samples if s.status == "failed" and s.why == why)
+
+    @property
+    def valid(self) -> list[SampleScore]:
+        return [s for s in self.samples if s.status == "valid"]
+
+    def mean(self, dimension: str = "total") -> float | None:
+        """The official 1-5 mean: present values of the valid samples."""
+        return _mean([v for s in self.valid if (v := s.value(dimension)) != 0])
 
     def score(self, dimension: str = "total") -> float | None:
-        """The 0-100 score of one dimension or of the total."""
         value = self.mean(dimension)
+        return None if value is None else normalise(value)
+
+    def strict_judged(self) -> list[Judgement]:
+        return [s.strict for s in self.samples if s.status != "pending" and s.strict]
+
+    def strict_mean(self) -> float | None:
+        return _mean([j.total for j in self.strict_judged()])
+
+    def strict_score(self) -> float | None:
+        value = self.strict_mean()
         return None if value is None else normalise(value)
 
 
@@ -67,146 +107,253 @@ class RunScores:
     name: str
     domains: list[DomainScore]
 
-    def judged_domains(self) -> list[DomainScore]:
-        return [d for d in self.domains if d.judged]
+    def samples(self) -> list[SampleScore]:
+        return [s for d in self.domains for s in d.samples]
+
+    def overall_mean(self, dimension: str = "total") -> float | None:
+        """The official overall: present values of every valid sample, all domains pooled."""
+        pooled = [v for d in self.domains for s in d.valid if (v := s.value(dimension)) != 0]
+        return _mean(pooled)
 
     def overall(self, dimension: str = "total") -> float | None:
-        """The mean over domains of their 0-100 scores (None when none was judged)."""
-        values = [d.score(dimension) for d in self.judged_domains()]
-        present = [v for v in values if v is not None]
-        return sum(present) / len(present) if present else None
+        value = self.overall_mean(dimension)
+        return None if value is None else normalise(value)
+
+    def strict_overall_mean(self) -> float | None:
+        """The project's view: the mean of the domains' strict means."""
+        return _mean([m for d in self.domains if (m := d.strict_mean()) is not None])
+
+    def strict_overall(self) -> float | None:
+        value = self.strict_overall_mean()
+        return None if value is None else normalise(value)
 
     def keys(self) -> set[str]:
-        return {s.key for d in self.domains for s in d.judged}
+        """The samples with a valid verdict."""
+        return {s.key for s in self.samples() if s.status == "valid"}
 
     def only(self, keys: set[str]) -> RunScores:
         """The same run scored on ``keys`` alone (for a fair comparison)."""
-        domains = []
-        for d in self.domains:
-            kept = [s for s in d.judged if s.key in keys]
-            domains.append(DomainScore(d.domain, len(kept), kept))
-        return RunScores(self.name, domains)
+        domains = [
+            DomainScore(d.domain, [s for s in d.samples if s.key in keys]) for d in self.domains
+        ]
+        return RunScores(self.name, [d for d in domains if d.samples])
+
+    def settings(self) -> Counter[str]:
+        """How many counted verdicts each judge setting made."""
+        return Counter(s.settings for s in self.samples() if s.status != "pending")
 
     def to_dict(self) -> dict[str, Any]:
-        def dims(get: Any) -> dict[str, float | None]:
-            return {d: get(d) for d in (*DIMENSIONS, "total")}
+        def dims(get: Any, digits: int) -> dict[str, float | None]:
+            return {c: _rounded(get(c), digits) for c in COLUMNS}
 
         return {
             "run": self.name,
+            "judged_with": dict(self.settings()),
             "domains": {
                 d.domain: {
-                    "predicted": d.predicted,
-                    "judged": len(d.judged),
-                    "unreadable": d.unreadable,
-                    "unjudged": d.unjudged,
-                    "mean": dims(d.mean),
-                    "score": dims(d.score),
+                    "samples": len(d.samples),
+                    "valid": d.count("valid"),
+                    "failed": d.count("failed"),
+                    "failed_empty_generation": d.failed_because("empty generation"),
+                    "failed_unreadable": d.failed_because("unreadable"),
+                    "pending": d.count("pending"),
+                    "mean": dims(d.mean, 4),
+                    "score": dims(d.score, 2),
+                    "strict": {
+                        "judged": len(d.strict_judged()),
+                        "mean": _rounded(d.strict_mean(), 4),
+                        "score": _rounded(d.strict_score(), 2),
+                    },
                 }
                 for d in self.domains
             },
-            "overall": dims(self.overall),
+            "overall": {
+                "valid": len(self.keys()),
+                "mean": dims(self.overall_mean, 4),
+                "score": dims(self.overall, 2),
+                "strict": {
+                    "mean": _rounded(self.strict_overall_mean(), 4),
+                    "score": _rounded(self.strict_overall(), 2),
+                },
+            },
         }
 
 
-def score_samples(
-    name: str, samples: Iterable[SampleScore], counts: dict[str, DomainScore] | None = None
-) -> RunScores:
-    """Scores from per-sample scores (``counts`` adds the predicted/unreadable tallies)."""
-    domains: dict[str, DomainScore] = dict(counts or {})
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+# -- from a run's files -------------------------------------------------------------------------
+def official_of(verdict: dict[str, Any]) -> OfficialVerdict | None:
+    """The official reading recorded with a verdict; for a verdict recorded before it was
+    kept, the judge's stored answer read again by the official rules."""
+    found = verdict.get("official")
+    if isinstance(found, dict):
+        try:
+            return OfficialVerdict.from_dict(found)
+        except (KeyError, TypeError, ValueError):
+            return None
+    if "official" in verdict:
+        return None
+    answer = verdict.get("answer")
+    if not isinstance(answer, str):
+        return None
+    try:
+        return read_official_verdict(answer)
+    except JudgementError:
+        return None
+
+
+def _strict_of(verdict: dict[str, Any]) -> Judgement | None:
+    found = verdict.get("judgement")
+    if not isinstance(found, dict):
+        return None
+    try:
+        return Judgement.from_dict(found)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def settings_line(verdict: dict[str, Any]) -> str:
+    settings = verdict.get("settings")
+    if not isinstance(settings, dict):
+        return "judge settings not recorded (judged by an earlier version)"
+    return (
+        f"judge {settings.get('judge', '?')}, prompts: {settings.get('prompts', '?')}; "
+        f"temperature {settings.get('temperature', '?')}, max_tokens "
+        f"{settings.get('max_tokens', '?')}, up to {settings.get('attempts', '?')} attempts"
+    )
+
+
+def sample_score(prediction: dict[str, Any], verdict: dict[str, Any] | None) -> SampleScore:
+    key = str(prediction.get("key", ""))
+    score = SampleScore(key, str(prediction.get("domain", "?")))
+    omitted = prediction.get("omitted_turns")
+    score.predicted_trimmed = isinstance(omitted, int) and omitted > 0
+    if prediction.get("status") not in DONE_STATUSES:
+        return score  # a request that failed: predicted again next run
+    if not generation(prediction):
+        score.status, score.why = "failed", "empty generation"
+        return score
+    if not judgement_current(verdict, prediction):
+        return score
+    assert verdict is not None
+    score.settings = settings_line(verdict)
+    trimmed = verdict.get("trimmed_turns")
+    score.judged_trimmed = isinstance(trimmed, int) and trimmed > 0
+    score.strict = _strict_of(verdict)
+    score.official = official_of(verdict)
+    if score.official is None:
+        score.status, score.why = "failed", "unreadable"
+    else:
+        score.status = "valid"
+    return score
+
+
+def score_samples(name: str, samples: Iterable[SampleScore]) -> RunScores:
+    domains: dict[str, DomainScore] = {}
     for sample in samples:
-        domain = domains.setdefault(sample.domain, DomainScore(sample.domain))
-        domain.judged.append(sample)
+        domains.setdefault(sample.domain, DomainScore(sample.domain)).samples.append(sample)
     return RunScores(name, sorted(domains.values(), key=lambda d: d.domain))
 
 
 def score_run(run: BenchRun, name: str = "") -> RunScores:
     """The scores of a run's folder, from its latest predictions and current verdicts."""
     run.require()
-    predictions = run.finished_predictions()
     verdicts = run.judgements.read()
-    tallies: dict[str, DomainScore] = {}
-    judged: list[SampleScore] = []
-    for key, prediction in predictions.items():
-        domain = str(prediction.get("domain", "?"))
-        tally = tallies.setdefault(domain, DomainScore(domain))
-        tally.predicted += 1
-        verdict = verdicts.get(key)
-        if not judgement_current(verdict, prediction):
-            tally.unjudged += 1
-            continue
-        assert verdict is not None
-        found = verdict.get("judgement")
-        if not isinstance(found, dict):
-            tally.unreadable += 1
-            continue
-        try:
-            judgement = Judgement.from_dict(found)
-        except (KeyError, TypeError, ValueError):
-            tally.unreadable += 1
-            continue
-        judged.append(SampleScore(key, domain, dict(judgement.scores)))
-    return score_samples(name or run.folder.name, judged, tallies)
+    return score_samples(
+        name or run.folder.name,
+        (sample_score(p, verdicts.get(k)) for k, p in run.predictions.read().items()),
+    )
 
 
-# -- tables ---------------------------------------------------------------------------------
+# -- tables -------------------------------------------------------------------------------------
 def _cell(value: float | None, width: int) -> str:
-    return ("-" if value is None else f"{value:.1f}").rjust(width)
+    return ("-" if value is None else f"{value:.2f}").rjust(width)
 
 
 def score_table(scores: RunScores, *, raw: bool = False) -> str:
-    """The per-domain table: five dimensions and the total, 0-100 (``raw``: 1-5 means)."""
-    columns = [*DIMENSIONS, "total"]
+    """The per-domain table: the official scores (0-100, or 1-5 means with ``raw``), the
+    counts, and the project's stricter total beside, labelled."""
     head = (
         f"{'Domain':<10}"
-        + "".join(f"{HEADINGS.get(c, 'Total'):>9}" for c in columns)
-        + f"{'judged':>8}{'unread.':>8}{'pending':>8}"
+        + "".join(f"{HEADINGS[c]:>9}" for c in COLUMNS)
+        + f"{'valid':>7}{'failed':>7}{'pending':>8}{'Strict':>9}"
     )
-    lines = [f"Run: {scores.name}", head, "-" * len(head)]
+    lines = [f"Run: {_shown(scores.name)}"]
+    for setting, count in sorted(scores.settings().items()):
+        lines.append(f"Judged with {_shown(setting)} ({count} samples)")
+    lines += [head, "-" * len(head)]
     for d in scores.domains:
         get = d.mean if raw else d.score
+        strict = d.strict_mean() if raw else d.strict_score()
         lines.append(
-            f"{d.domain:<10}"
-            + "".join(_cell(get(c), 9) for c in columns)
-            + f"{len(d.judged):>8}{d.unreadable:>8}{d.unjudged:>8}"
+            f"{_shown(d.domain)[:10]:<10}"
+            + "".join(_cell(get(c), 9) for c in COLUMNS)
+            + f"{d.count('valid'):>7}{d.count('failed'):>7}{d.count('pending'):>8}"
+            + _cell(strict, 9)
         )
     lines.append("-" * len(head))
-    if raw:
-        overall = [_overall_mean(scores, c) for c in columns]
-    else:
-        overall = [scores.overall(c) for c in columns]
-    judged = sum(len(d.judged) for d in scores.domains)
-    unreadable = sum(d.unreadable for d in scores.domains)
-    pending = sum(d.unjudged for d in scores.domains)
+    overall = scores.overall_mean if raw else scores.overall
+    strict = scores.strict_overall_mean() if raw else scores.strict_overall()
+    every = scores.samples()
     lines.append(
         f"{'Overall':<10}"
-        + "".join(_cell(v, 9) for v in overall)
-        + f"{judged:>8}{unreadable:>8}{pending:>8}"
+        + "".join(_cell(overall(c), 9) for c in COLUMNS)
+        + f"{sum(s.status == 'valid' for s in every):>7}"
+        + f"{sum(s.status == 'failed' for s in every):>7}"
+        + f"{sum(s.status == 'pending' for s in every):>8}"
+        + _cell(strict, 9)
     )
-    scale = "1-5 means" if raw else "0-100: (mean - 1) / 4 * 100"
+    scale = "1-5 means" if raw else "Scores 0-100, (mean - 1) / 4 * 100"
     lines.append(
-        f"Scores {scale}; overall = mean of the domains; unreadable verdicts are left out."
+        f"{scale}, as the official evaluator computes them: whole-number scores, a missing "
+        "dimension left out; overall = the mean over all valid samples."
     )
+    lines.append(
+        "Strict: the project's stricter reading of the same answers (all five scores, as "
+        "given); its overall is the mean of the domains."
+    )
+    lines += _notes(every)
     return "\n".join(lines)
 
 
-def _overall_mean(scores: RunScores, dimension: str) -> float | None:
-    values = [d.mean(dimension) for d in scores.judged_domains()]
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
+def _notes(samples: list[SampleScore]) -> list[str]:
+    notes = []
+    empty = sum(s.status == "failed" and s.why == "empty generation" for s in samples)
+    unreadable = sum(s.status == "failed" and s.why == "unreadable" for s in samples)
+    if empty or unreadable:
+        notes.append(
+            f"failed: {empty} empty generation(s), not judged; {unreadable} with no verdict "
+            "after the judge's attempts."
+        )
+    trimmed = sum(s.predicted_trimmed for s in samples)
+    if trimmed:
+        notes.append(
+            f"{trimmed} sample(s) predicted with their oldest history left out to fit the "
+            "context (the official evaluator sends it all)."
+        )
+    judged = sum(s.judged_trimmed for s in samples if s.status != "pending")
+    if judged:
+        notes.append(
+            f"{judged} sample(s) judged with their oldest history left out to fit the "
+            "judge's context (the official evaluator sends it all)."
+        )
+    return notes
 
 
 def compare_table(a: RunScores, b: RunScores) -> str:
-    """Two runs side by side on the samples judged in both."""
+    """Two runs side by side on the samples valid in both."""
     common = a.keys() & b.keys()
     left, right = a.only(common), b.only(common)
     lines = [
-        f"A: {a.name}",
-        f"B: {b.name}",
-        f"Compared on the {len(common)} samples judged in both runs "
+        f"A: {_shown(a.name)}",
+        f"B: {_shown(b.name)}",
+        f"Compared on the {len(common)} samples valid in both runs "
         f"(A has {len(a.keys() - common)} more, B {len(b.keys() - common)} more).",
         "",
     ]
-    head = f"{'Domain':<12}{'A':>8}{'B':>8}{'B - A':>8}{'samples':>9}"
+    head = f"{'Domain':<12}{'A':>9}{'B':>9}{'B - A':>9}{'samples':>9}"
     lines += [head, "-" * len(head)]
     names = sorted({d.domain for d in left.domains} | {d.domain for d in right.domains})
     for name in names:
@@ -214,23 +361,31 @@ def compare_table(a: RunScores, b: RunScores) -> str:
         db = next((d for d in right.domains if d.domain == name), None)
         sa = da.score() if da else None
         sb = db.score() if db else None
-        n = len(da.judged) if da else 0
-        lines.append(f"{name:<12}{_cell(sa, 8)}{_cell(sb, 8)}{_delta(sa, sb)}{n:>9}")
+        n = len(da.valid) if da else 0
+        lines.append(f"{_shown(name)[:12]:<12}{_cell(sa, 9)}{_cell(sb, 9)}{_delta(sa, sb)}{n:>9}")
     lines.append("-" * len(head))
     oa, ob = left.overall(), right.overall()
-    lines.append(f"{'Overall':<12}{_cell(oa, 8)}{_cell(ob, 8)}{_delta(oa, ob)}{len(common):>9}")
-    lines += ["", f"{'Dimension':<12}{'A':>8}{'B':>8}{'B - A':>8}", "-" * 36]
+    lines.append(f"{'Overall':<12}{_cell(oa, 9)}{_cell(ob, 9)}{_delta(oa, ob)}{len(common):>9}")
+    lines += ["", f"{'Dimension':<12}{'A':>9}{'B':>9}{'B - A':>9}", "-" * 39]
     for dimension in DIMENSIONS:
         va, vb = left.overall(dimension), right.overall(dimension)
-        lines.append(f"{dimension.capitalize():<12}{_cell(va, 8)}{_cell(vb, 8)}{_delta(va, vb)}")
-    lines.append("Scores 0-100: (mean - 1) / 4 * 100; overall = mean of the domains.")
+        lines.append(f"{dimension.capitalize():<12}{_cell(va, 9)}{_cell(vb, 9)}{_delta(va, vb)}")
+    lines.append(
+        "Scores 0-100 as the official evaluator computes them; overall = the mean over all "
+        "valid samples."
+    )
     return "\n".join(lines)
 
 
 def _delta(a: float | None, b: float | None) -> str:
     if a is None or b is None:
-        return "-".rjust(8)
-    return f"{b - a:+.1f}".rjust(8)
+        return "-".rjust(9)
+    return f"{b - a:+.2f}".rjust(9)
+
+
+def _shown(text: str) -> str:
+    """Text from a run's files, safe to print (control and escape sequences removed)."""
+    return " ".join(sanitize(text).split())
 
 
 def scores_json(*runs: RunScores) -> str:

@@ -1,12 +1,15 @@
 """Judging a predicted observation against the real one, as AgentWorldBench does.
 
-A judge model reads the domain's judge prompt (the history, the action, the prediction and
-the ground truth), reasons, and gives its verdict as JSON inside ``<final_evaluation>``
-tags: strengths, weaknesses and five scores from 1 to 5. Judges are models too, so their
-answers are read leniently (reasoning before the verdict, code fences, trailing commas,
-keys in any case, scores written as text) but never guessed: an answer without all five
-scores is reported as unreadable, and an unreadable judgement is left out of every average
-rather than counted as zero.
+A judge model reads the domain's judge prompts (world/judge_prompts.py: the history, the
+action, the prediction and the ground truth), reasons, and gives its verdict as JSON inside
+``<final_evaluation>`` tags: strengths, weaknesses and five scores from 1 to 5.
+
+Each answer is read two ways. The official evaluator's reading (world/verdict.py) is what
+bench scores count, so they compare with the published tables. The project's own reading,
+here, is stricter: lenient about the mess judges write (reasoning before the verdict, code
+fences, trailing commas, keys in any case, scores written as text) but never guessing: an
+answer without all five scores within 1-5 is unreadable, and an unreadable judgement is left
+out of every average rather than counted as zero.
 """
 
 from __future__ import annotations
@@ -18,17 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentworld_tui.world.prompts import load_template
+from agentworld_tui.world.judge_prompts import JudgePrompts, judge_messages_for
 
 if TYPE_CHECKING:
     from agentworld_tui.world.session import Session, Turn
+    from agentworld_tui.world.verdict import OfficialVerdict
 
 Message = dict[str, str]
 
 DIMENSIONS: tuple[str, ...] = ("format", "factuality", "consistency", "realism", "quality")
 LOWEST, HIGHEST = 1.0, 5.0
-OBSERVATION_MARKER = "**Environment Observation:**"
-JUDGE_REQUEST = "Judge the predicted observation now, following the instructions above."
 MAX_JUDGE_ANSWER_CHARS = 400_000
 """Only the end of a longer answer is read (the verdict comes last)."""
 _UNTAGGED_CHARS = 20_000
@@ -110,6 +112,12 @@ class Verdict:
     engine_failed: bool = False
     """No answer came (the judge engine failed or was stopped): worth asking again. An
     answer that came but could not be read is final."""
+    official: OfficialVerdict | None = None
+    """The same answer read by the official evaluator's rules (world/verdict.py): what a
+    bench score counts. ``judgement`` is the project's stricter reading of it."""
+    attempts: int = 0
+    """Requests made to get this verdict (a judge asked again when its answer was
+    unreadable or its request failed)."""
 
     @property
     def parsed(self) -> bool:
@@ -124,11 +132,16 @@ class Verdict:
             "answer": self.answer,
             "stats": self.stats,
             "engine_failed": self.engine_failed,
+            "official": self.official.to_dict() if self.official else None,
+            "attempts": self.attempts,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        from agentworld_tui.world.verdict import OfficialVerdict
+
         found = data.get("judgement")
+        official = data.get("official")
         return cls(
             judgement=Judgement.from_dict(found) if found else None,
             error=str(data.get("error", "")),
@@ -137,6 +150,8 @@ class Verdict:
             answer=str(data.get("answer", "")),
             stats=dict(data.get("stats", {})),
             engine_failed=bool(data.get("engine_failed", False)),
+            official=OfficialVerdict.from_dict(official) if official else None,
+            attempts=int(data.get("attempts", 0)),
         )
 
 
@@ -149,55 +164,37 @@ def judge_messages(
     ground_truth: str,
     *,
     history_chars: int | None = None,
+    prompts: JudgePrompts | None = None,
 ) -> tuple[list[Message], list[str]]:
-    """The messages that ask a judge about one turn, and problems met loading the template.
+    """The messages that ask a judge about one turn, and problems met loading the prompts.
 
-    ``history`` holds the earlier turns as (turn text, observation). With ``history_chars``,
-    the oldest turns are left out until the history fits, and the judge is told how many.
+    Built as the official evaluator builds them (world/judge_prompts.py): the domain's
+    system prompt, then a user message with the history, the current turn, the prediction
+    and the ground truth. ``history`` holds the earlier turns as (turn text, observation);
+    with ``history_chars`` the oldest are left out until the history fits, and the judge
+    is told how many. ``prompts`` defaults to the project's own.
     """
-    template = load_template(domain, "judge_system_prompt")
-    text = template.render(
-        {
-            "history": history_text(history, history_chars),
-            "action": action.strip() or "(no action text)",
-            "prediction": prediction.strip() or "(empty: the world model gave no observation)",
-            "ground_truth": ground_truth.strip() or "(empty)",
-        }
+    return judge_messages_for(
+        domain,
+        history,
+        action,
+        prediction,
+        ground_truth,
+        prompts,
+        history_chars=history_chars,
     )
-    messages = [{"role": "system", "content": text}, {"role": "user", "content": JUDGE_REQUEST}]
-    return messages, list(template.problems)
-
-
-def history_text(history: Sequence[tuple[str, str]], limit: int | None = None) -> str:
-    """Earlier turns as the judge reads them: each turn's text, then what it showed."""
-    blocks = []
-    for turn_text, observation in history:
-        shown = observation.strip()
-        if not shown.startswith(OBSERVATION_MARKER):
-            shown = f"{OBSERVATION_MARKER}\n{shown}"
-        blocks.append(f"{turn_text.strip()}\n\n{shown}")
-    kept = len(blocks)
-    if limit is not None:
-        size = 0
-        for i in range(len(blocks) - 1, -1, -1):
-            size += len(blocks[i]) + 2
-            if size > limit:
-                kept = len(blocks) - 1 - i
-                break
-    left_out = len(blocks) - kept
-    body = "\n\n".join(blocks[left_out:])
-    if not blocks:
-        return "(none: this is the first turn)"
-    if left_out:
-        note = f"({left_out} earlier turn(s) left out for length)"
-        return f"{note}\n\n{body}" if body else note
-    return body
 
 
 def turn_judge_messages(
-    session: Session, turn: Turn, reference: str, *, history_chars: int | None = None
+    session: Session,
+    turn: Turn,
+    reference: str,
+    *,
+    history_chars: int | None = None,
+    prompts: JudgePrompts | None = None,
 ) -> tuple[list[Message], list[str]]:
-    """The judge's messages for a turn of a session: the history that turn was sent with."""
+    """The judge's messages for a turn of a session (what F11 sends): the history that
+    turn was sent with, its observation and the real one the user gave."""
     from agentworld_tui.world.export import sent_history
 
     history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
@@ -208,6 +205,7 @@ def turn_judge_messages(
         turn.observation,
         reference,
         history_chars=history_chars,
+        prompts=prompts,
     )
 
 

@@ -187,6 +187,10 @@ def parse_sample(line: str, default_task: str = "", source: str = "") -> Sample:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise TrajectoryError(f"{source}: invalid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TrajectoryError(f"{source}: JSON nested too deeply to read") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise TrajectoryError(f"{source}: a number too long to read") from None
     if not isinstance(data, dict):
         raise TrajectoryError(f"{source}: a line must be a JSON object")
 
@@ -264,7 +268,7 @@ def recorded_action(domain: str, turn_text: str) -> Action:
         return Action(domain, turn_text, _short(turn_text))
     try:
         payload: Any = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or JSON too deep or long to read
         payload = text
     return Action(domain, payload, _short(text))
 
