@@ -2,8 +2,8 @@
 
 Tool servers describe their inputs with a small part of JSON Schema: ``type``,
 ``properties``, ``required``, ``enum``/``const``, ``items``, ``additionalProperties``,
-simple bounds, and sometimes ``anyOf``/``oneOf``. Checking these before a call is sent lets
-the editor point at the bad field; keywords outside the subset are ignored rather than
+simple bounds (lengths, sizes, minimum/maximum), and sometimes ``anyOf``/``oneOf``.
+Checking these before a call is sent lets the editor point at the bad field; keywords outside the subset are ignored rather than
 guessed at, so a valid call is never refused.
 """
 
@@ -280,13 +280,16 @@ def _bounds(
 
 
 def _plural(unit: str, count: int) -> str:
-    return unit.removesuffix("s") if count == 1 else unit
+    if count != 1:
+        return unit
+    return unit.removesuffix("ies") + "y" if unit.endswith("ies") else unit.removesuffix("s")
 
 
 def _object_problems(
     value: dict[str, Any], schema: dict[str, Any], path: str
 ) -> list[SchemaProblem]:
     problems: list[SchemaProblem] = []
+    _bounds(problems, path, len(value), schema, "minProperties", "maxProperties", "entries")
     properties = schema.get("properties")
     properties = properties if isinstance(properties, dict) else {}
     required = schema.get("required")
