@@ -117,6 +117,16 @@ def _literal_at(text: str, literal: str) -> int:
     return 0
 
 
+def looks_like_json(text: str) -> bool:
+    """Whether an action is meant as JSON rather than as a command line: shell lines may start
+    with a bracket too (``[ -f x ]``, ``[[ ... ]]``, ``{ a; b; }``), but never with
+    ``[{``, ``["``, ``[]``, ``{"`` or ``{}``."""
+    if text[:1] not in ("[", "{"):
+        return False
+    rest = text[1:].lstrip()
+    return rest[:1] in (("{", '"', "]") if text[0] == "[" else ('"', "}"))
+
+
 def depth_of(value: Any) -> int:
     """How deeply a parsed JSON value nests (a scalar is 0, ``[]`` is 1), without recursion."""
     deepest = 0

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from agentworld_tui.domains.json_schema import read_json
+from agentworld_tui.domains.json_schema import looks_like_json, read_json
 from agentworld_tui.domains.turn import turn_markdown, unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -108,16 +108,6 @@ def _entry(item: Any, i: int) -> dict[str, Any]:
     return {"keystrokes": keys, "duration": duration}
 
 
-def _looks_like_json(text: str) -> bool:
-    """Whether a line is meant as a JSON action rather than typed: shell lines may start
-    with a bracket too (``[ -f x ]``, ``[[ ... ]]``, ``{ a; b; }``), but never with
-    ``[{``, ``["``, ``[]``, ``{"`` or ``{}``."""
-    if text[:1] not in ("[", "{"):
-        return False
-    rest = text[1:].lstrip()
-    return rest[:1] in (("{", '"', "]") if text[0] == "[" else ('"', "}"))
-
-
 def _entries_from_json(data: Any) -> list[Any]:
     """The entry list of a JSON action: the list itself, one entry object, or a
     Terminus-2 answer (``{"analysis", "plan", "commands": [...], "task_complete"}``)."""
@@ -169,7 +159,7 @@ class TerminalDomain:
         stripped = unfenced(text.strip()).strip()
         if not stripped:
             raise ActionError("empty action: type a command, or a key such as C-c")
-        if _looks_like_json(stripped):
+        if looks_like_json(stripped):
             if len(stripped) > 2 * MAX_KEYSTROKES:
                 raise ActionError(f"the action is longer than {2 * MAX_KEYSTROKES:,} characters")
             try:
