@@ -42,6 +42,10 @@ TERMINAL_FORMS: dict[str, tuple[str, list[dict[str, object]]]] = {
         "[ -f go.mod ] && echo yes",
         [keys("[ -f go.mod ] && echo yes\n", 1.0)],
     ),
+    "a shell test of a quoted variable": (
+        '[ "$USER" = root ] && id',
+        [keys('[ "$USER" = root ] && id\n', 1.0)],
+    ),
     "a bash [[ test": ('[[ -n "$HOME" ]] && pwd', [keys('[[ -n "$HOME" ]] && pwd\n', 1.0)]),
     "a brace group": ("{ date; uptime; }", [keys("{ date; uptime; }\n", 1.0)]),
     "a command in a bash fence": ("```bash\ncargo build\n```", [keys("cargo build\n", 1.0)]),
@@ -62,6 +66,14 @@ TERMINAL_FORMS: dict[str, tuple[str, list[dict[str, object]]]] = {
         '"duration": 0.1}, {"keystrokes": "Escape", "duration": 0.1}, '
         '{"keystrokes": ":wq\\n", "duration": 0.5}]',
         [keys("vim a.txt\n", 1.0), keys("ihello", 0.1), keys("Escape", 0.1), keys(":wq\n", 0.5)],
+    ),
+    "a pretty-printed list": (
+        '[\n  {\n    "keystrokes": "ls\\n",\n    "duration": 0.1\n  }\n]',
+        [keys("ls\n", 0.1)],
+    ),
+    "a list of keystrokes with spaces inside the brackets": (
+        '[ "ls\\n" ]',
+        [keys("ls\n", 1.0)],
     ),
     "a wait: empty keystrokes with a duration": (
         '[{"keystrokes": "", "duration": 30}]',
@@ -128,6 +140,7 @@ def test_key_names() -> None:
 TERMINAL_REFUSED: dict[str, tuple[str, str, str]] = {
     "nothing": ("   ", "", "empty action: type a command, or a key such as C-c"),
     "broken JSON": ('[{"keystrokes": "ls"', "", "invalid JSON keystrokes: Expecting"),
+    "text that starts like a JSON list": ("[bad json", "", "invalid JSON keystrokes"),
     "an object that is no entry": (
         '{"command": "ls"}',
         "keystrokes",

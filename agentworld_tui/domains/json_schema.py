@@ -118,13 +118,27 @@ def _literal_at(text: str, literal: str) -> int:
 
 
 def looks_like_json(text: str) -> bool:
-    """Whether an action is meant as JSON rather than as a command line: shell lines may start
-    with a bracket too (``[ -f x ]``, ``[[ ... ]]``, ``{ a; b; }``), but never with
-    ``[{``, ``["``, ``[]``, ``{"`` or ``{}``."""
-    if text[:1] not in ("[", "{"):
-        return False
+    """Whether an action is meant as JSON rather than as a command line. Shell lines may
+    start with a bracket too: a test (``[ -f x ]``, ``[ "$a" = b ]``, ``[[ -n $x ]]``) or a
+    group (``{ a; b; }``); JSON goes on with a value or a key, or ends (``[{``, ``["``,
+    ``[1``, ``[]``, ``{"``, ``{}``, also after a line break when pretty-printed)."""
+    head, after = text[:1], text[1:2]
     rest = text[1:].lstrip()
-    return rest[:1] in (("{", '"', "]") if text[0] == "[" else ('"', "}"))
+    if head == "{":
+        return rest[:1] in ('"', "}")
+    if head != "[" or not after or after == "[":
+        return False
+    if not after.isspace():
+        return True
+    if rest[:1] in ("{", "]"):
+        return True
+    if rest[:1] == '"':  # [ "a", "b" ] or the shell's [ "$x" = y ]: only JSON parses
+        try:
+            read_json(text)
+        except json.JSONDecodeError:
+            return False
+        return True
+    return False
 
 
 def depth_of(value: Any) -> int:
