@@ -47,23 +47,24 @@ class Tool:
 
     @property
     def required(self) -> list[str]:
+        """The required fields; where the schema requires one of several forms (anyOf,
+        oneOf), those of the first, the form a call is started from."""
         req = self.input_schema.get("required")
-        return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
-
-    def skeleton(self) -> dict[str, Any]:
-        """Arguments to start editing from: each required field with an empty value (where
-        the schema requires one of several forms, those of the first)."""
-        props = self.input_schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        required = self.required
-        if not required:
+        if not isinstance(req, list):
+            req = None
             for key in ("anyOf", "oneOf"):
                 options = self.input_schema.get(key)
                 first = options[0] if isinstance(options, list) and options else None
                 if isinstance(first, dict) and isinstance(first.get("required"), list):
-                    required = [r for r in first["required"] if isinstance(r, str)]
+                    req = first["required"]
                     break
-        return {name: _empty_value(props.get(name)) for name in required}
+        return [r for r in req if isinstance(r, str)] if req else []
+
+    def skeleton(self) -> dict[str, Any]:
+        """Arguments to start editing from: each required field with an empty value."""
+        props = self.input_schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        return {name: _empty_value(props.get(name)) for name in self.required}
 
 
 def _empty_value(schema: Any) -> Any:
