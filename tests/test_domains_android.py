@@ -265,3 +265,298 @@ def test_small_sizes_are_raised_to_a_minimum() -> None:
 def test_a_deeply_nested_answer_gives_no_nodes_and_no_crash() -> None:
     assert parse_hierarchy("[" * 5000 + "]" * 5000) == []
     assert wireframe("{" * 3000, COLS, ROWS)[0].startswith("╭")
+
+
+# -- every form of the actions that is accepted, and how the turn writes it --------------
+
+ANDROID_FORMS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
+    "tap a point": ({"action": "tap", "x": 540, "y": 1210}, {"action": "tap", "x": 540, "y": 1210}),
+    "tap an element": (
+        {"action": "tap", "element": "Sign in"},
+        {"action": "tap", "element": "Sign in"},
+    ),
+    "tap an element at its point": (
+        {"action": "tap", "element": "Sign in", "x": 540, "y": 1210},
+        {"action": "tap", "element": "Sign in", "x": 540, "y": 1210},
+    ),
+    "AndroidWorld click at a point": (
+        {"action_type": "click", "x": 540, "y": 1210},
+        {"action": "tap", "x": 540, "y": 1210},
+    ),
+    "AndroidWorld click by index": (
+        {"action_type": "click", "index": 7},
+        {"action": "tap", "index": 7},
+    ),
+    "a phone-use click at a coordinate": (
+        {"action": "click", "coordinate": [540, 1210]},
+        {"action": "tap", "x": 540, "y": 1210},
+    ),
+    "a point under point": (
+        {"action": "tap", "point": [10, 20]},
+        {"action": "tap", "x": 10, "y": 20},
+    ),
+    "coordinates as floats that are whole": (
+        {"action": "tap", "x": 540.0, "y": 1210.0},
+        {"action": "tap", "x": 540, "y": 1210},
+    ),
+    "long press": (
+        {"action": "long_press", "element": "Chat with Ana"},
+        {"action": "long_press", "element": "Chat with Ana"},
+    ),
+    "long press with duration_ms": (
+        {"action": "long_press", "x": 10, "y": 20, "duration_ms": 1500},
+        {"action": "long_press", "x": 10, "y": 20, "duration_ms": 1500},
+    ),
+    "long press with time in seconds": (
+        {"action": "long_press", "coordinate": [10, 20], "time": 2},
+        {"action": "long_press", "x": 10, "y": 20, "duration_ms": 2000},
+    ),
+    "AndroidWorld long_press by index": (
+        {"action_type": "long_press", "index": 3},
+        {"action": "long_press", "index": 3},
+    ),
+    "type": ({"action": "type", "text": "hello"}, {"action": "type", "text": "hello"}),
+    "type into an element": (
+        {"action": "type", "text": "ana", "element": "Username"},
+        {"action": "type", "element": "Username", "text": "ana"},
+    ),
+    "AndroidWorld input_text by index": (
+        {"action_type": "input_text", "text": "ana", "index": 2},
+        {"action": "type", "index": 2, "text": "ana"},
+    ),
+    "input_text at a point": (
+        {"action_type": "input_text", "text": "ana", "x": 540, "y": 1100},
+        {"action": "type", "x": 540, "y": 1100, "text": "ana"},
+    ),
+    "swipe by direction": (
+        {"action": "swipe", "direction": "up"},
+        {"action": "swipe", "direction": "up"},
+    ),
+    "swipe a direction in capitals": (
+        {"action": "swipe", "direction": "Left"},
+        {"action": "swipe", "direction": "left"},
+    ),
+    "swipe from a point to a point": (
+        {"action": "swipe", "start": [540, 2000], "end": [540, 600]},
+        {"action": "swipe", "start": [540, 2000], "end": [540, 600]},
+    ),
+    "a phone-use swipe, coordinate to coordinate2": (
+        {"action": "swipe", "coordinate": [540, 2000], "coordinate2": [540, 600]},
+        {"action": "swipe", "start": [540, 2000], "end": [540, 600]},
+    ),
+    "scroll": (
+        {"action_type": "scroll", "direction": "down"},
+        {"action": "scroll", "direction": "down"},
+    ),
+    "scroll inside an element": (
+        {"action": "scroll", "direction": "down", "element": "Messages"},
+        {"action": "scroll", "element": "Messages", "direction": "down"},
+    ),
+    "scroll inside an element by index": (
+        {"action_type": "scroll", "direction": "up", "index": 4},
+        {"action": "scroll", "index": 4, "direction": "up"},
+    ),
+    "back": ({"action": "back"}, {"action": "back"}),
+    "navigate_back": ({"action_type": "navigate_back"}, {"action": "back"}),
+    "home": ({"action": "home"}, {"action": "home"}),
+    "navigate_home": ({"action_type": "navigate_home"}, {"action": "home"}),
+    "system_button Back": ({"action": "system_button", "button": "Back"}, {"action": "back"}),
+    "system_button Home": ({"action": "system_button", "button": "Home"}, {"action": "home"}),
+    "system_button Enter": ({"action": "system_button", "button": "Enter"}, {"action": "enter"}),
+    "keyboard_enter": ({"action_type": "keyboard_enter"}, {"action": "enter"}),
+    "open_app": (
+        {"action": "open_app", "app_name": "Clock"},
+        {"action": "open_app", "app_name": "Clock"},
+    ),
+    "a phone-use open with text": (
+        {"action": "open", "text": "Clock"},
+        {"action": "open_app", "app_name": "Clock"},
+    ),
+    "launch_app": (
+        {"action": "launch_app", "app_name": "Chrome"},
+        {"action": "open_app", "app_name": "Chrome"},
+    ),
+    "wait": ({"action_type": "wait"}, {"action": "wait"}),
+    "wait with time in seconds": (
+        {"action": "wait", "time": 1.5},
+        {"action": "wait", "duration_ms": 1500},
+    ),
+    "answer": (
+        {"action_type": "answer", "text": "It is 14:05."},
+        {"action": "answer", "text": "It is 14:05."},
+    ),
+    "status": (
+        {"action_type": "status", "goal_status": "complete"},
+        {"action": "status", "goal_status": "complete"},
+    ),
+    "terminate with status": (
+        {"action": "terminate", "status": "success"},
+        {"action": "status", "goal_status": "success"},
+    ),
+    "a mobile_use tool call": (
+        {"name": "mobile_use", "arguments": {"action": "click", "coordinate": [540, 1210]}},
+        {"action": "tap", "x": 540, "y": 1210},
+    ),
+    "a tool call named after the action": (
+        {"name": "tap", "arguments": {"element": "Sign in"}},
+        {"action": "tap", "element": "Sign in"},
+    ),
+    "a tool call with arguments as text": (
+        {"name": "mobile_use", "arguments": '{"action": "type", "text": "hi"}'},
+        {"action": "type", "text": "hi"},
+    ),
+    "an OpenAI tool call": (
+        {"type": "function", "function": {"name": "mobile_use", "arguments": '{"action": "back"}'}},
+        {"action": "back"},
+    ),
+    "the tool's name beside the action": (
+        {"name": "mobile_use", "action": "click", "coordinate": [1, 2]},
+        {"action": "tap", "x": 1, "y": 2},
+    ),
+}
+
+
+@pytest.mark.parametrize(("data", "payload"), list(ANDROID_FORMS.values()), ids=list(ANDROID_FORMS))
+def test_every_form_is_accepted_and_written_as_the_benchmark_does(
+    data: dict[str, object], payload: dict[str, object]
+) -> None:
+    world = scenario("messenger-login")
+    action = ANDROID.parse_action(json.dumps(data), world)
+    assert action.payload == payload
+    assert ANDROID.render_turn(1, action, world.state) == (
+        "### Turn 1\n\n**Current State:**\n"
+        + fenced(world.state)
+        + "\n\n**Action:**\n```json\n"
+        + json.dumps(payload, ensure_ascii=False)
+        + "\n```"
+    )
+    # The canonical form reads back as itself.
+    assert ANDROID.parse_action(json.dumps(payload), world).payload == payload
+
+
+@pytest.mark.parametrize(
+    ("text", "payload"),
+    [
+        ("back", {"action": "back"}),
+        ("navigate_home", {"action": "home"}),
+        ("enter", {"action": "enter"}),
+        ("wait", {"action": "wait"}),
+        ('```json\n{"action": "tap", "index": 2}\n```', {"action": "tap", "index": 2}),
+    ],
+)
+def test_text_forms_of_actions(text: str, payload: dict[str, object]) -> None:
+    assert ANDROID.parse_action(text, Scenario("x", "X")).payload == payload
+
+
+def test_labels_of_the_new_actions() -> None:
+    def label(data: dict[str, object]) -> str:
+        return ANDROID.parse_action(json.dumps(data), Scenario("x", "X")).label
+
+    assert label({"action_type": "click", "index": 7}) == "tap #7"
+    assert label({"action": "answer", "text": "14:05"}) == 'answer "14:05"'
+    assert label({"action": "status", "goal_status": "complete"}) == "status complete"
+    assert label({"action": "enter"}) == "enter"
+
+
+ANDROID_REFUSED: dict[str, tuple[str, str, str]] = {
+    "two names for the action": (
+        '{"action": "tap", "action_type": "click", "x": 1, "y": 1}',
+        "action_type",
+        "the action is named twice (action and action_type)",
+    ),
+    "a coordinate that is no point": (
+        '{"action": "click", "coordinate": [1]}',
+        "coordinate",
+        "coordinate must be a point [x, y] in pixels",
+    ),
+    "a coordinate and x, y": (
+        '{"action": "click", "coordinate": [1, 2], "x": 1, "y": 2}',
+        "coordinate",
+        "give x and y or coordinate, not both",
+    ),
+    "an index that is no number": (
+        '{"action_type": "click", "index": "7"}',
+        "index",
+        "index must be a whole number, 0 or more",
+    ),
+    "a system button without a button": (
+        '{"action": "system_button", "button": "Menu"}',
+        "button",
+        "system_button takes button Back, Home or Enter",
+    ),
+    "answer without text": ('{"action": "answer"}', "text", "answer needs the text"),
+    "status without goal_status": (
+        '{"action": "status"}',
+        "goal_status",
+        "status needs goal_status",
+    ),
+    "time that is no number of seconds": (
+        '{"action": "wait", "time": "soon"}',
+        "time",
+        "time must be a number of seconds",
+    ),
+    "both time and duration_ms": (
+        '{"action": "wait", "time": 1, "duration_ms": 1000}',
+        "time",
+        "give duration_ms or time, not both",
+    ),
+    "a stray key beside arguments": (
+        '{"name": "mobile_use", "arguments": {"action": "back"}, "x": 1}',
+        "x",
+        "unexpected key 'x' beside arguments",
+    ),
+    "arguments text that is no JSON": (
+        '{"name": "mobile_use", "arguments": "{action: back}"}',
+        "arguments",
+        "arguments given as text are not JSON",
+    ),
+    "a field the action does not take": (
+        '{"action": "wait", "text": "x"}',
+        "text",
+        "wait takes duration_ms; not 'text'",
+    ),
+    "a pixel beyond any screen": (
+        '{"action": "tap", "x": 10000000, "y": 5}',
+        "x",
+        "x must be at most 100,000",
+    ),
+    "a number too long for Python": (
+        '{"action": "tap", "x": ' + "5" * 5000 + ', "y": 1}',
+        "action",
+        "a number of 5,000 digits; numbers may have at most 1,000",
+    ),
+    "nesting too deep": (
+        '{"action": "tap", "element": ' + "[" * 5000 + "]" * 5000 + "}",
+        "action",
+        "nested too deeply (more than 100 levels)",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "reason"), list(ANDROID_REFUSED.values()), ids=list(ANDROID_REFUSED)
+)
+def test_refused_forms_say_why(text: str, field: str, reason: str) -> None:
+    with pytest.raises(ActionError) as caught:
+        ANDROID.parse_action(text, Scenario("x", "X"))
+    assert caught.value.field == field
+    assert reason in str(caught.value)
+
+
+def test_actions_handed_over_as_objects_are_checked_too() -> None:
+    with pytest.raises(ActionError, match="too large"):
+        ANDROID.make_action({"action": "tap", "x": 10**5000, "y": 1})
+    with pytest.raises(ActionError, match="not a JSON number"):
+        ANDROID.make_action({"action": "wait", "time": float("nan")})
+
+
+def test_a_deep_json_hierarchy_is_still_read() -> None:
+    node: dict[str, object] = {"class": "android.widget.TextView", "text": "leaf"}
+    for _ in range(80):  # 160 levels of JSON: deeper than an action may nest
+        node = {
+            "class": "android.widget.FrameLayout",
+            "bounds": [0, 0, 100, 100],
+            "children": [node],
+        }
+    nodes = parse_hierarchy(json.dumps(node))
+    assert len(nodes) == 81 and nodes[-1].text == "leaf" and nodes[-1].depth == 80

@@ -256,3 +256,106 @@ def test_deeply_nested_json_is_an_error_not_a_crash() -> None:
         tools_from_json(deep)
     action = MCP.parse_action('{"name": "x"}', Scenario("x", "X"))
     assert MCP.observation_lexer(action, deep) == "text"
+
+
+# -- every form of a call that is accepted, and how the turn writes it -------------------
+
+READ = {"name": "read_text_file", "arguments": {"path": "/home/maya/notes/inbox.md"}}
+READ_TURN = (
+    "### Turn 1\n\n**Action:**\n```json\n"
+    + json.dumps(READ, ensure_ascii=False, indent=2)
+    + "\n```"
+)
+ARGS = '{"path": "/home/maya/notes/inbox.md"}'
+MCP_FORMS = {
+    "plain": '{"name": "read_text_file", "arguments": ' + ARGS + "}",
+    "arguments as a JSON string": json.dumps({"name": "read_text_file", "arguments": ARGS}),
+    "parameters": '{"name": "read_text_file", "parameters": ' + ARGS + "}",
+    "args": '{"name": "read_text_file", "args": ' + ARGS + "}",
+    "tool and input": '{"tool": "read_text_file", "input": ' + ARGS + "}",
+    "tool_name": '{"tool_name": "read_text_file", "arguments": ' + ARGS + "}",
+    "MCP tools/call request": '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+    '"params": {"name": "read_text_file", "arguments": ' + ARGS + ', "_meta": {}}}',
+    "OpenAI tool call": json.dumps(
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "read_text_file", "arguments": ARGS},
+        }
+    ),
+    "Anthropic tool_use": '{"type": "tool_use", "id": "toolu_1", "name": "read_text_file", '
+    '"input": ' + ARGS + "}",
+    "a list of one call": '[{"name": "read_text_file", "arguments": ' + ARGS + "}]",
+    "in a Markdown fence": '```json\n{"name": "read_text_file", "arguments": ' + ARGS + "}\n```",
+    "in tool_call tags": '<tool_call>\n{"name": "read_text_file", "arguments": '
+    + ARGS
+    + "}\n</tool_call>",
+    "tool_call tags left open": '<tool_call>{"name": "read_text_file", "arguments": ' + ARGS + "}",
+}
+
+
+@pytest.mark.parametrize("text", list(MCP_FORMS.values()), ids=list(MCP_FORMS))
+def test_every_call_form_is_accepted_and_written_as_the_benchmark_does(text: str) -> None:
+    action = MCP.parse_action(text, scenario("filesystem"))
+    assert action.payload == READ
+    assert MCP.render_turn(1, action, None) == READ_TURN
+
+
+def test_a_call_without_arguments_and_with_state() -> None:
+    action = MCP.parse_action('{"name": "list_allowed_directories"}', scenario("open-server"))
+    assert MCP.render_turn(3, action, "two roots") == (
+        "### Turn 3\n\n**Current State:**\n```\ntwo roots\n```\n\n**Action:**\n```json\n"
+        '{\n  "name": "list_allowed_directories",\n  "arguments": {}\n}\n```'
+    )
+
+
+MCP_REFUSED = {
+    "two calls": (
+        '[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]',
+        "",
+        "one tool call per turn; the list holds 2 calls",
+    ),
+    "another JSON-RPC method": (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+        "method",
+        "only as tools/call, not 'tools/list'",
+    ),
+    "tools/call without params": ('{"method": "tools/call"}', "params", "needs params"),
+    "a stray key in the request": (
+        '{"method": "tools/call", "params": {"name": "a"}, "extra": 1}',
+        "extra",
+        "unexpected key 'extra' in the tools/call request",
+    ),
+    "a stray key beside function": (
+        '{"function": {"name": "a"}, "name": "a"}',
+        "name",
+        "unexpected key 'name' beside function",
+    ),
+    "arguments given twice": (
+        '{"name": "a", "arguments": {}, "input": {}}',
+        "input",
+        "gives its arguments twice (arguments and input)",
+    ),
+    "name given twice": ('{"name": "a", "tool": "b"}', "tool", "gives its name twice"),
+    "an unknown type": (
+        '{"type": "search", "name": "a"}',
+        "type",
+        "unexpected key 'type': a tool call has only name and arguments",
+    ),
+    "arguments text not JSON": (
+        '{"name": "a", "arguments": "{path: 1}"}',
+        "arguments",
+        "arguments given as text are not JSON",
+    ),
+    "a bare string": ('"read_text_file"', "", "a tool call is a JSON object"),
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "reason"), list(MCP_REFUSED.values()), ids=list(MCP_REFUSED)
+)
+def test_refused_call_forms_say_why(text: str, field: str, reason: str) -> None:
+    with pytest.raises(ActionError) as caught:
+        MCP.parse_action(text, Scenario("x", "X"))
+    assert caught.value.field == field
+    assert reason in str(caught.value)

@@ -101,3 +101,97 @@ def test_scenarios_are_desktop_trees() -> None:
         assert header.split("\t")[:2] == ["tag", "name"]
         assert rows and all(len(row.split("\t")) == 7 for row in rows)
         assert world.extras["instruction"]
+
+
+# -- every form of code that is accepted, and how the turn writes it ---------------------
+
+OS_FORMS: dict[str, tuple[str, str]] = {
+    "a pyautogui call": ("pyautogui.click(328, 355)", "pyautogui.click(328, 355)"),
+    "several lines": (
+        "import pyautogui\npyautogui.moveTo(40, 60)\npyautogui.dragTo(400, 60, duration=0.5)",
+        "import pyautogui\npyautogui.moveTo(40, 60)\npyautogui.dragTo(400, 60, duration=0.5)",
+    ),
+    "typing and keys": (
+        "pyautogui.write('=SUM(B2:B7)')\npyautogui.press('enter')\npyautogui.hotkey('ctrl', 's')",
+        "pyautogui.write('=SUM(B2:B7)')\npyautogui.press('enter')\npyautogui.hotkey('ctrl', 's')",
+    ),
+    "scroll and keyDown/keyUp": (
+        "pyautogui.scroll(-5)\npyautogui.keyDown('shift')\npyautogui.keyUp('shift')",
+        "pyautogui.scroll(-5)\npyautogui.keyDown('shift')\npyautogui.keyUp('shift')",
+    ),
+    "subprocess": (
+        "import subprocess\nsubprocess.Popen(['gedit', '/home/sam/notes.txt'])",
+        "import subprocess\nsubprocess.Popen(['gedit', '/home/sam/notes.txt'])",
+    ),
+    "an app helper and a sleep": (
+        "import time\ncomputer.open_app('libreoffice --calc')\ntime.sleep(2)",
+        "import time\ncomputer.open_app('libreoffice --calc')\ntime.sleep(2)",
+    ),
+    "a loop": (
+        "for key in ['down', 'down', 'enter']:\n    pyautogui.press(key)",
+        "for key in ['down', 'down', 'enter']:\n    pyautogui.press(key)",
+    ),
+    "in a python fence": (
+        "```python\npyautogui.doubleClick(10, 20)\n```",
+        "pyautogui.doubleClick(10, 20)",
+    ),
+    "in a py fence": ("```py\npyautogui.rightClick(10, 20)\n```", "pyautogui.rightClick(10, 20)"),
+    "in a bare fence": ("```\npyautogui.click()\n```", "pyautogui.click()"),
+    "trailing blank lines": ("pyautogui.click(1, 2)\n\n\n", "pyautogui.click(1, 2)"),
+    "a long integer Python still reads": ("x = " + "7" * 4000, "x = " + "7" * 4000),
+    "WAIT": ("WAIT", "WAIT"),
+    "DONE": ("  DONE\n", "DONE"),
+    "FAIL": ("FAIL", "FAIL"),
+}
+
+
+@pytest.mark.parametrize(("text", "code"), list(OS_FORMS.values()), ids=list(OS_FORMS))
+def test_every_form_is_accepted_and_written_as_the_benchmark_does(text: str, code: str) -> None:
+    world = scenario("calc-total")
+    action = OS.parse_action(text, world)
+    assert action.payload == {"code": code, "instruction": world.extras["instruction"]}
+    assert OS.render_turn(1, action, "tag\tname") == (
+        f"### Turn 1\n\n**Task Instruction:**\n{world.extras['instruction']}\n\n"
+        "**Current State:**\n```\ntag\tname\n```\n\n"
+        f"**Action:**\n```python\n{code}\n```"
+    )
+
+
+def test_code_with_backticks_gets_a_longer_fence() -> None:
+    action = OS.parse_action("s = '```'\npyautogui.write(s)", Scenario("x", "X"))
+    assert OS.render_turn(2, action, None) == (
+        "### Turn 2\n\n**Action:**\n````python\ns = '```'\npyautogui.write(s)\n````"
+    )
+
+
+OS_REFUSED: dict[str, tuple[str, str]] = {
+    "an integer longer than Python reads": (
+        "pyautogui.click(" + "1" * 5000 + ", 2)",
+        "not valid Python (line 1): an integer has more digits than Python reads (4,300)",
+    ),
+    "a chain the compiler cannot hold": (
+        "x = " + "-" * 40000 + "1",
+        "not valid Python: the code is nested too deeply to compile",
+    ),
+    "a sum the compiler cannot hold": (
+        "x = " + "1+" * 20000 + "1",
+        "not valid Python: the code is nested too deeply to compile",
+    ),
+    "brackets too deep for the parser": (
+        "x = " + "(" * 5000 + ")" * 5000,
+        "too many nested parentheses",
+    ),
+    "a NUL character": (
+        "pyautogui.write('a')\x00",
+        "not valid Python: the code holds a NUL character",
+    ),
+    "too long": ("x = 1\n" * 10_000, "the code is 59,999 characters; the limit is 50,000"),
+}
+
+
+@pytest.mark.parametrize(("code", "reason"), list(OS_REFUSED.values()), ids=list(OS_REFUSED))
+def test_refused_forms_say_why(code: str, reason: str) -> None:
+    with pytest.raises(ActionError) as caught:
+        OS.parse_action(code, Scenario("x", "X"))
+    assert caught.value.field == "code"
+    assert reason in str(caught.value)

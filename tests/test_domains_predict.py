@@ -183,7 +183,21 @@ def test_predict_validates_mcp_calls_against_a_saved_tools_list(
         ("web", "eval('1')", "unknown browser action 'eval'"),
         ("android", '{"action": "fly"}', "invalid action: unknown action 'fly'"),
         ("os", "pyautogui.click(", "invalid action: not valid Python (line 1"),
-        ("search", '{"name": "web_search", "arguments": {"query": "x"}}', "must be an array"),
+        (
+            "search",
+            '{"name": "web_search", "arguments": {"query": 5}}',
+            "must be an array or a string",
+        ),
+        (
+            "mcp",
+            '{"name": "count", "arguments": {"n": ' + "7" * 5000 + "}}",
+            "a number of 5,000 digits; numbers may have at most 1,000",
+        ),
+        (
+            "swe",
+            '{"name": "execute_bash", "arguments": {"command": ' + "[" * 5000 + "]" * 5000 + "}}",
+            "nested too deeply (more than 100 levels)",
+        ),
         (
             "swe",
             '{"name": "str_replace_editor", "arguments": {"command": "view"}}',

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,199 @@ def test_system_prompt_lists_the_actions() -> None:
     assert "noop(wait_ms=1000)" in session.system_prompt
     assert "Lisbon to Berlin" in session.system_prompt
     assert "{{" not in session.system_prompt
+
+
+# -- every form of the 21 calls that is accepted, and how the turn writes it -------------
+
+WEB_KEYWORD_FORMS: dict[str, tuple[str, dict[str, object]]] = {
+    "noop(wait_ms=...)": ("noop", {"wait_ms": 250}),
+    "scroll(delta_x=..., delta_y=...)": ("scroll", {"delta_x": 0, "delta_y": -120.5}),
+    "keyboard_press(key=...)": ("keyboard_press", {"key": "ControlOrMeta+a"}),
+    "keyboard_type(text=...)": ("keyboard_type", {"text": "Lisbon"}),
+    "mouse_move(x=..., y=...)": ("mouse_move", {"x": 12, "y": 640.5}),
+    "mouse_click(..., button=...)": ("mouse_click", {"x": 5, "y": 6, "button": "right"}),
+    "mouse_dblclick(...)": ("mouse_dblclick", {"x": 5, "y": 6}),
+    "mouse_down(...)": ("mouse_down", {"x": 5, "y": 6, "button": "middle"}),
+    "mouse_up(...)": ("mouse_up", {"x": 5, "y": 6, "button": "left"}),
+    "fill(bid=..., value=...)": ("fill", {"bid": "c27", "value": "Berlin"}),
+    "fill(..., enable_autocomplete_menu=True)": (
+        "fill",
+        {"bid": "c27", "value": "Ber", "enable_autocomplete_menu": True},
+    ),
+    "fill(..., enable_autocomplete_menu=False)": (
+        "fill",
+        {"bid": "c27", "value": "", "enable_autocomplete_menu": False},
+    ),
+    "click(bid=..., button=..., modifiers=...)": (
+        "click",
+        {"bid": "a42", "button": "left", "modifiers": ["ControlOrMeta", "Shift"]},
+    ),
+    "hover(bid=...)": ("hover", {"bid": "a13"}),
+    "tab_focus(index=...)": ("tab_focus", {"index": 0}),
+    "new_tab()": ("new_tab", {}),
+    "go_back()": ("go_back", {}),
+    "go_forward()": ("go_forward", {}),
+    "goto(url=...)": ("goto", {"url": "https://tracker.example/login"}),
+    "tab_close()": ("tab_close", {}),
+    "select_option(bid=..., options=...)": (
+        "select_option",
+        {"bid": "c32", "options": ["Economy"]},
+    ),
+    "send_msg_to_user(text=...)": ("send_msg_to_user", {"text": "Done: 2 packs in the cart."}),
+    "report_infeasible(reason=...)": ("report_infeasible", {"reason": "No flights that day."}),
+}
+
+
+def web_turn(name: str, arguments: dict[str, object]) -> str:
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"### Turn 1\n\n**Action:**\n```json\n{body}\n```"
+
+
+def keyword_call(name: str, arguments: dict[str, object]) -> str:
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"), list(WEB_KEYWORD_FORMS.values()), ids=list(WEB_KEYWORD_FORMS)
+)
+def test_every_action_with_keyword_arguments(name: str, arguments: dict[str, object]) -> None:
+    action = WEB.parse_action(keyword_call(name, arguments), BLANK)
+    assert action.payload == {"name": name, "arguments": arguments}
+    assert WEB.render_turn(1, action, None) == web_turn(name, arguments)
+    # The same action from the action bar, and from its canonical call text.
+    assert WEB.make_action(name, arguments) == action
+    assert WEB.parse_action(call_text(name, arguments), BLANK).payload == action.payload
+
+
+FILL = {"name": "fill", "arguments": {"bid": "b8", "value": "ana@example.org"}}
+FILL_MENU = {
+    "name": "fill",
+    "arguments": {"bid": "b8", "value": "ana@example.org", "enable_autocomplete_menu": True},
+}
+WEB_FORMS: dict[str, tuple[str, dict[str, object]]] = {
+    "positional call": ('fill("b8", "ana@example.org")', FILL),
+    "keyword call": ('fill(bid="b8", value="ana@example.org")', FILL),
+    "single quotes": ("fill('b8', 'ana@example.org')", FILL),
+    "in a python fence": ('```python\nfill("b8", "ana@example.org")\n```', FILL),
+    "in a bare fence": ('```\nfill("b8", "ana@example.org")\n```', FILL),
+    "JSON name and arguments": (json.dumps(FILL), FILL),
+    "JSON action and args as a list": (
+        '{"action": "fill", "args": ["b8", "ana@example.org"]}',
+        FILL,
+    ),
+    "JSON with parameters": (
+        '{"name": "fill", "parameters": {"bid": "b8", "value": "ana@example.org"}}',
+        FILL,
+    ),
+    "JSON arguments as text": (
+        json.dumps({"name": "fill", "arguments": json.dumps(FILL["arguments"])}),
+        FILL,
+    ),
+    "JSON with the arguments beside the name": (
+        '{"action": "fill", "bid": "b8", "value": "ana@example.org"}',
+        FILL,
+    ),
+    "JSON action_type": ('{"action_type": "fill", "bid": "b8", "value": "ana@example.org"}', FILL),
+    "JSON holding the call text": ("{\"action\": \"fill('b8', 'ana@example.org')\"}", FILL),
+    "an OpenAI tool call": (
+        json.dumps(
+            {"type": "function", "function": {"name": "fill", "arguments": FILL["arguments"]}}
+        ),
+        FILL,
+    ),
+    "JSON's true in a call": (
+        'fill("b8", "ana@example.org", enable_autocomplete_menu=true)',
+        FILL_MENU,
+    ),
+    "the third argument positionally": (
+        'fill("b8", "ana@example.org", True)',
+        FILL_MENU,
+    ),
+    "a bare name": ("go_back", {"name": "go_back", "arguments": {}}),
+    "JSON without arguments": ('{"name": "tab_close"}', {"name": "tab_close", "arguments": {}}),
+}
+
+
+@pytest.mark.parametrize(("text", "payload"), list(WEB_FORMS.values()), ids=list(WEB_FORMS))
+def test_every_form_is_accepted_and_written_as_the_benchmark_does(
+    text: str, payload: dict[str, Any]
+) -> None:
+    action = WEB.parse_action(text, BLANK)
+    assert action.payload == payload
+    assert WEB.render_turn(1, action, None) == web_turn(payload["name"], payload["arguments"])
+
+
+def test_the_prompt_lists_fill_with_its_autocomplete_flag() -> None:
+    session, _ = new_session(WEB, scenario("flight-search"))
+    assert "fill(bid, value, enable_autocomplete_menu=false)" in session.system_prompt
+
+
+WEB_REFUSED: dict[str, tuple[str, str, str]] = {
+    "a flag that is no flag": (
+        'fill("b8", "x", enable_autocomplete_menu="yes")',
+        "enable_autocomplete_menu",
+        "fill: enable_autocomplete_menu must be True or False",
+    ),
+    "two calls": ('click("a1")\nclick("a2")', "name", "one browser call per turn; 2 were given"),
+    "an unknown keyword": (
+        'fill("b8", "x", autocomplete=True)',
+        "autocomplete",
+        "fill has no parameter 'autocomplete': fill(bid, value, enable_autocomplete_menu=false)",
+    ),
+    "JSON naming the action twice": (
+        '{"name": "click", "action": "click", "bid": "a1"}',
+        "action",
+        "the action gives name and action: give one of them",
+    ),
+    "JSON with a stray key beside arguments": (
+        '{"name": "click", "arguments": {"bid": "a1"}, "bid": "a2"}',
+        "bid",
+        "unexpected key 'bid' beside arguments",
+    ),
+    "JSON arguments text that is no JSON": (
+        '{"name": "click", "arguments": "bid=a1"}',
+        "arguments",
+        "arguments given as text are not JSON",
+    ),
+    "a number too long for Python": (
+        "mouse_click(1" + "0" * 5000 + ", 1)",
+        "name",
+        "a number is too long: numbers may have at most 1,000 digits",
+    ),
+    "a hex number too large to write out": (
+        "mouse_click(0x" + "f" * 5000 + ", 1)",
+        "x",
+        "mouse_click: x: a number too large to write out",
+    ),
+    "an infinite coordinate": ("mouse_click(1e999, 1)", "x", "inf is not a JSON number"),
+    "a JSON number too long": (
+        '{"name": "mouse_click", "arguments": [' + "1" * 5000 + ", 1]}",
+        "arguments",
+        "a number of 5,000 digits; numbers may have at most 1,000",
+    ),
+    "JSON nested too deeply": (
+        '{"name": "select_option", "arguments": ["a1", ' + "[" * 5000 + "]" * 5000 + "]}",
+        "arguments",
+        "nested too deeply",
+    ),
+    "options nested too deeply in a call": (
+        "select_option('a1', " + "[" * 150 + "]" * 150 + ")",
+        "options",
+        "nested too deeply",
+    ),
+    "a call the parser cannot hold": (
+        "noop(" + "-" * 19000 + "1)",
+        "name",
+        "the call is nested too deeply to read",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "reason"), list(WEB_REFUSED.values()), ids=list(WEB_REFUSED)
+)
+def test_refused_forms_say_why(text: str, field: str, reason: str) -> None:
+    with pytest.raises(ActionError) as caught:
+        WEB.parse_action(text, BLANK)
+    assert caught.value.field == field
+    assert reason in str(caught.value)

@@ -3,7 +3,10 @@
 The state is the screen's view hierarchy as ``uiautomator dump`` writes it (``<node>``
 elements with class, text, resource-id, content-desc, bounds ``[x1,y1][x2,y2]``,
 clickable, focused...); a JSON tree of the same attributes is read too. Actions are JSON:
-``{"action": "tap", "element": "Sign in", "x": 540, "y": 1210}``.
+``{"action": "tap", "element": "Sign in", "x": 540, "y": 1210}``; the shapes of
+AndroidWorld (``action_type``, ``index``), of phone-use tool calls (``coordinate``,
+``system_button``, ``mobile_use`` arguments) and the usual aliases are read into that form,
+which the turn writes.
 
 The wireframe draws the hierarchy into character cells inside a phone outline, so the pane
 can show the screen and map a selected cell back to the node under it.
@@ -20,33 +23,63 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from agentworld_tui.domains.json_schema import read_json
-from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.domains.json_schema import read_json, value_problem
+from agentworld_tui.domains.turn import turn_markdown, unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
 # -- actions ------------------------------------------------------------------------------
 
-ACTION_NAMES = ("tap", "long_press", "type", "swipe", "scroll", "back", "home", "open_app")
+ACTION_NAMES = (
+    "tap",
+    "long_press",
+    "type",
+    "swipe",
+    "scroll",
+    "back",
+    "home",
+    "enter",
+    "open_app",
+    "wait",
+    "answer",
+    "status",
+)
 ALIASES = {
     "click": "tap",
     "long_click": "long_press",
     "input_text": "type",
+    "type_text": "type",
+    "input": "type",
     "navigate_back": "back",
+    "press_back": "back",
     "navigate_home": "home",
+    "press_home": "home",
+    "keyboard_enter": "enter",
+    "press_enter": "enter",
+    "open": "open_app",
+    "launch_app": "open_app",
+    "terminate": "status",
 }
+"""The names AndroidWorld, AndroidControl and phone-use agents give the same actions."""
+SYSTEM_BUTTONS = {"back": "back", "home": "home", "enter": "enter"}
 DIRECTIONS = ("up", "down", "left", "right")
 _FIELDS = {
-    "tap": ("element", "x", "y"),
-    "long_press": ("element", "x", "y", "duration_ms"),
-    "type": ("text", "element"),
-    "swipe": ("direction", "start", "end", "element", "duration_ms"),
-    "scroll": ("direction", "element"),
+    "tap": ("element", "index", "x", "y"),
+    "long_press": ("element", "index", "x", "y", "duration_ms"),
+    "type": ("text", "element", "index", "x", "y"),
+    "swipe": ("direction", "start", "end", "element", "index", "duration_ms"),
+    "scroll": ("direction", "element", "index"),
     "back": (),
     "home": (),
+    "enter": (),
     "open_app": ("app_name",),
+    "wait": ("duration_ms",),
+    "answer": ("text",),
+    "status": ("goal_status",),
 }
+_ACTION_KEYS = ("action", "action_type", "name")
 MAX_ACTION_CHARS = 20_000
+MAX_PIXEL = 100_000
 
 
 def _int_field(data: dict[str, Any], key: str) -> int:
@@ -55,6 +88,8 @@ def _int_field(data: dict[str, Any], key: str) -> int:
         raise ActionError(f"{key} must be a whole number of pixels", field=key)
     if value < 0:
         raise ActionError(f"{key} must be 0 or more", field=key)
+    if value > MAX_PIXEL:
+        raise ActionError(f"{key} must be at most {MAX_PIXEL:,}", field=key)
     return int(value)
 
 
@@ -65,15 +100,85 @@ def _text_field(data: dict[str, Any], key: str, *, allow_empty: bool = False) ->
     return value
 
 
+def _is_point(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_PIXEL for v in value
+        )
+    )
+
+
 def _point(data: dict[str, Any], key: str) -> list[int]:
     value = data[key]
-    if (
-        not isinstance(value, list)
-        or len(value) != 2
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
-    ):
+    if not _is_point(value):
         raise ActionError(f"{key} must be a point [x, y] in pixels", field=key)
     return [int(value[0]), int(value[1])]
+
+
+def _envelope(data: dict[str, Any]) -> dict[str, Any]:
+    """The action inside a tool call (``{"name": "mobile_use", "arguments": {...}}``, an
+    OpenAI ``function``), with the tool's name as the action where the arguments lack one."""
+    if isinstance(data.get("function"), dict):
+        data = data["function"]
+    inner = data.get("arguments", data.get("args"))
+    if isinstance(inner, str):
+        try:
+            inner = read_json(inner)
+        except json.JSONDecodeError as exc:
+            raise ActionError(
+                f"arguments given as text are not JSON: {exc.msg}", field="arguments"
+            ) from None
+    if not isinstance(inner, dict):
+        return data
+    extra = sorted(set(data) - {"name", "arguments", "args", "id", "type"})
+    if extra:
+        raise ActionError(f"unexpected key {extra[0]!r} beside arguments", field=extra[0])
+    if not any(k in inner for k in _ACTION_KEYS) and isinstance(data.get("name"), str):
+        return {"action": data["name"], **inner}
+    return dict(inner)
+
+
+def _seconds_to_ms(data: dict[str, Any], key: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+        raise ActionError(f"{key} must be a number of seconds (up to 3600)", field=key)
+    return round(value * 1000)
+
+
+def _canonical_keys(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The other spellings of an action's fields in the project's: ``coordinate`` (and a
+    swipe's ``coordinate2``), ``point``, seconds as ``time``, ``goal_status`` as ``status``,
+    the app's name as ``text``/``app``."""
+    data = dict(data)
+    renames: dict[str, str] = {"point": "coordinate", "coordinates": "coordinate"}
+    if name == "open_app":
+        renames.update({"text": "app_name", "app": "app_name"})
+    if name == "status":
+        renames["status"] = "goal_status"
+    for old, new in renames.items():
+        if old in data:
+            if new in data:
+                raise ActionError(f"give {new} or {old}, not both", field=old)
+            data[new] = data.pop(old)
+    if "coordinate" in data:
+        if not _is_point(data["coordinate"]):
+            raise ActionError("coordinate must be a point [x, y] in pixels", field="coordinate")
+        if name == "swipe":
+            data.setdefault("start", data.pop("coordinate"))
+        else:
+            if "x" in data or "y" in data:
+                raise ActionError("give x and y or coordinate, not both", field="coordinate")
+            data["x"], data["y"] = data.pop("coordinate")
+    if name == "swipe" and "coordinate2" in data:
+        data.setdefault("end", data.pop("coordinate2"))
+    if "time" in data and name in ("long_press", "wait", "swipe"):
+        if "duration_ms" in data:
+            raise ActionError("give duration_ms or time, not both", field="time")
+        data["duration_ms"] = _seconds_to_ms(data, "time")
+        del data["time"]
+    return data
 
 
 def check_action(data: Any, screen: tuple[int, int] | None = None) -> dict[str, Any]:
@@ -83,43 +188,59 @@ def check_action(data: Any, screen: tuple[int, int] | None = None) -> dict[str, 
     """
     if not isinstance(data, dict):
         raise ActionError('an Android action is a JSON object: {"action": "tap", ...}')
-    data = dict(data)
-    if "action" not in data and "action_type" in data:
-        data["action"] = data.pop("action_type")
-    name = data.get("action")
+    problem = value_problem(data)
+    if problem:
+        raise ActionError(f"the action is not usable: {problem}")
+    data = dict(_envelope(data))
+    named = [k for k in ("action", "action_type") if k in data]
+    if len(named) > 1:
+        raise ActionError("the action is named twice (action and action_type)", field=named[1])
+    if named and isinstance(data.get("name"), str):
+        del data["name"]  # the tool's name, beside the action it carries
+    name = data.pop(named[0] if named else "name", None)
     if not isinstance(name, str) or not name:
         raise ActionError(
             f'the action needs "action": one of {", ".join(ACTION_NAMES)}', field="action"
         )
     name = ALIASES.get(name, name)
+    if name == "system_button":
+        button = data.pop("button", None)
+        if not isinstance(button, str) or button.lower() not in SYSTEM_BUTTONS:
+            raise ActionError("system_button takes button Back, Home or Enter", field="button")
+        name = SYSTEM_BUTTONS[button.lower()]
     if name not in _FIELDS:
         raise ActionError(
             f"unknown action {name!r}; use one of {', '.join(ACTION_NAMES)}", field="action"
         )
+    data = _canonical_keys(name, data)
     allowed = _FIELDS[name]
-    for key in data:
-        if key != "action" and key not in allowed:
+    for field_name in data:
+        if field_name not in allowed:
             takes = ", ".join(allowed) or "nothing else"
-            raise ActionError(f"{name} takes {takes}; not {key!r}", field=key)
+            raise ActionError(f"{name} takes {takes}; not {field_name!r}", field=field_name)
     out: dict[str, Any] = {"action": name}
     if "element" in data:
         out["element"] = _text_field(data, "element")
-    if name in ("tap", "long_press"):
-        has_x, has_y = "x" in data, "y" in data
-        if has_x != has_y:
-            raise ActionError(f"{name} needs both x and y", field="y" if has_x else "x")
-        if has_x:
-            out["x"], out["y"] = _int_field(data, "x"), _int_field(data, "y")
-        elif "element" not in out:
-            raise ActionError(
-                f"{name} needs an element (its text or resource id) or a point x, y",
-                field="element",
-            )
-        if screen and has_x and (out["x"] >= screen[0] or out["y"] >= screen[1]):
+    if "index" in data:
+        index = data["index"]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_PIXEL:
+            raise ActionError("index must be a whole number, 0 or more", field="index")
+        out["index"] = index
+    has_x, has_y = "x" in data, "y" in data
+    if has_x != has_y:
+        raise ActionError(f"{name} needs both x and y", field="y" if has_x else "x")
+    if has_x:
+        out["x"], out["y"] = _int_field(data, "x"), _int_field(data, "y")
+        if screen and (out["x"] >= screen[0] or out["y"] >= screen[1]):
             raise ActionError(
                 f"({out['x']}, {out['y']}) is outside the {screen[0]}x{screen[1]} screen",
                 field="x",
             )
+    if name in ("tap", "long_press") and not ({"element", "index", "x"} & set(out)):
+        raise ActionError(
+            f"{name} needs an element (its text or resource id), its index, or a point x, y",
+            field="element",
+        )
     if "duration_ms" in data:
         duration = _int_field(data, "duration_ms")
         if duration == 0:
@@ -129,9 +250,15 @@ def check_action(data: Any, screen: tuple[int, int] | None = None) -> dict[str, 
         if "text" not in data:
             raise ActionError("type needs the text to enter", field="text")
         out["text"] = _text_field(data, "text")
+    if name == "answer":
+        if "text" not in data:
+            raise ActionError("answer needs the text of the answer", field="text")
+        out["text"] = _text_field(data, "text")
     if name in ("swipe", "scroll"):
         if "direction" in data:
             direction = data["direction"]
+            if isinstance(direction, str) and direction.lower() in DIRECTIONS:
+                direction = direction.lower()
             if direction not in DIRECTIONS:
                 raise ActionError(
                     f"direction must be one of {', '.join(DIRECTIONS)}", field="direction"
@@ -154,18 +281,29 @@ def check_action(data: Any, screen: tuple[int, int] | None = None) -> dict[str, 
         if "app_name" not in data:
             raise ActionError("open_app needs app_name", field="app_name")
         out["app_name"] = _text_field(data, "app_name")
+    if name == "status":
+        if "goal_status" not in data:
+            raise ActionError(
+                "status needs goal_status (complete or infeasible)", field="goal_status"
+            )
+        out["goal_status"] = _text_field(data, "goal_status")
     return out
 
 
 def action_label(payload: dict[str, Any]) -> str:
     name = payload["action"]
     if name in ("tap", "long_press"):
-        where = payload.get("element") or f"({payload['x']}, {payload['y']})"
+        if payload.get("element"):
+            where = payload["element"]
+        elif "index" in payload:
+            where = f"#{payload['index']}"
+        else:
+            where = f"({payload['x']}, {payload['y']})"
         return f"{name} {where}"
-    if name == "type":
+    if name in ("type", "answer"):
         text = payload["text"]
         return (
-            f"type {json.dumps(text if len(text) <= 40 else text[:39] + '…', ensure_ascii=False)}"
+            f"{name} {json.dumps(text if len(text) <= 40 else text[:39] + '…', ensure_ascii=False)}"
         )
     if name in ("swipe", "scroll"):
         if "direction" in payload:
@@ -173,6 +311,8 @@ def action_label(payload: dict[str, Any]) -> str:
         return f"swipe {tuple(payload['start'])} → {tuple(payload['end'])}"
     if name == "open_app":
         return f"open {payload['app_name']}"
+    if name == "status":
+        return f"status {payload['goal_status']}"
     return str(name)
 
 
@@ -311,7 +451,7 @@ def parse_hierarchy(text: str) -> list[UINode]:
     stripped = text.strip()
     if stripped[:1] in "[{":
         try:
-            data = read_json(stripped)
+            data = read_json(stripped, max_depth=None)  # a real tree may nest deeply
         except json.JSONDecodeError:
             data = None
         if data is not None:
@@ -654,7 +794,7 @@ class AndroidDomain:
         return Action(self.name, payload, action_label(payload))
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:
-        stripped = text.strip()
+        stripped = unfenced(text.strip()).strip()
         if not stripped:
             raise ActionError('empty action: write e.g. {"action": "tap", "element": "OK"}')
         if len(stripped) > MAX_ACTION_CHARS:

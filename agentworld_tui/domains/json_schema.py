@@ -2,14 +2,17 @@
 
 Tool servers describe their inputs with a small part of JSON Schema: ``type``,
 ``properties``, ``required``, ``enum``/``const``, ``items``, ``additionalProperties``,
-simple bounds, and sometimes ``anyOf``/``oneOf``. Checking these before a call is sent lets
-the editor point at the bad field; keywords outside the subset are ignored rather than
+simple bounds (lengths, sizes, minimum/maximum), and sometimes ``anyOf``/``oneOf``.
+Checking these before a call is sent lets the editor point at the bad field; keywords outside the subset are ignored rather than
 guessed at, so a valid call is never refused.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,13 +38,181 @@ class SchemaProblem:
         return f"{self.path} {self.message}"
 
 
-def read_json(text: str) -> Any:
-    """``json.loads`` for text from users and models: nesting too deep for the parser is
-    reported as a JSONDecodeError like any other malformed JSON, never a RecursionError."""
+MAX_DEPTH = 100
+"""How deeply an action's JSON may nest: real tool arguments stay far below it, and it keeps
+every recursive walk (the parser, the schema check, the encoder) well inside Python's limit."""
+MAX_NUMBER_CHARS = 1000
+"""The longest number literal read: beyond a few thousand digits Python refuses to convert
+an integer to or from text at all."""
+
+
+_MAX_BITS = int(MAX_NUMBER_CHARS / math.log10(2))
+
+
+class _BadNumber(Exception):
+    def __init__(self, literal: str, message: str) -> None:
+        super().__init__(message)
+        self.literal = literal
+        self.message = message
+
+
+def _number_message(literal: str) -> str:
+    digits = sum(c.isdigit() for c in literal)
+    return f"a number of {digits:,} digits; numbers may have at most {MAX_NUMBER_CHARS:,}"
+
+
+def _read_int(literal: str) -> int:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise _BadNumber(literal, _number_message(literal))
+    return int(literal)
+
+
+def _read_float(literal: str) -> float:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise _BadNumber(literal, _number_message(literal))
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _BadNumber(literal, f"{literal[:20]} is too large for a number")
+    return value
+
+
+def _read_constant(literal: str) -> Any:
+    raise _BadNumber(literal, f"{literal} is not a JSON number")
+
+
+def _outside_strings(text: str) -> Iterator[int]:
+    """The offsets of the characters of ``text`` that are not inside a JSON string."""
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        else:
+            yield i
+
+
+def _too_deep_at(text: str, limit: int) -> int:
+    depth = 0
+    for i in _outside_strings(text):
+        ch = text[i]
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return 0
+
+
+def _literal_at(text: str, literal: str) -> int:
+    for i in _outside_strings(text):
+        if text.startswith(literal, i):
+            return i
+    return 0
+
+
+def looks_like_json(text: str) -> bool:
+    """Whether an action is meant as JSON rather than as a command line. Shell lines may
+    start with a bracket too: a test (``[ -f x ]``, ``[ "$a" = b ]``, ``[[ -n $x ]]``) or a
+    group (``{ a; b; }``); JSON goes on with a value or a key, or ends (``[{``, ``["``,
+    ``[1``, ``[]``, ``{"``, ``{}``, also after a line break when pretty-printed)."""
+    head, after = text[:1], text[1:2]
+    rest = text[1:].lstrip()
+    if head == "{":
+        return rest[:1] in ('"', "}")
+    if head != "[" or not after or after == "[":
+        return False
+    if not after.isspace():
+        return True
+    if rest[:1] in ("{", "]"):
+        return True
+    if rest[:1] == '"':  # [ "a", "b" ] or the shell's [ "$x" = y ]: only JSON parses
+        try:
+            read_json(text)
+        except json.JSONDecodeError:
+            return False
+        return True
+    return False
+
+
+def depth_of(value: Any) -> int:
+    """How deeply a parsed JSON value nests (a scalar is 0, ``[]`` is 1), without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        pending.extend((child, depth) for child in children)
+    return deepest
+
+
+def read_json(text: str, *, max_depth: int | None = MAX_DEPTH) -> Any:
+    """``json.loads`` for text from users and models. What would make the parser or a later
+    step fail (nesting deeper than ``max_depth``, a number too long to convert, NaN or
+    Infinity, which JSON has no room for) is a JSONDecodeError like any other malformed JSON,
+    with the place it was found."""
+    limit = max_depth if max_depth is not None else sys.getrecursionlimit()
     try:
-        return json.loads(text)
+        value = json.loads(
+            text,
+            parse_int=_read_int,
+            parse_float=_read_float,
+            parse_constant=_read_constant,
+        )
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+        raise json.JSONDecodeError(
+            f"nested too deeply (more than {limit} levels)", text, _too_deep_at(text, limit)
+        ) from None
+    except _BadNumber as exc:
+        raise json.JSONDecodeError(exc.message, text, _literal_at(text, exc.literal)) from None
+    if max_depth is not None and depth_of(value) > max_depth:
+        raise json.JSONDecodeError(
+            f"nested too deeply (more than {max_depth} levels)", text, _too_deep_at(text, max_depth)
+        )
+    return value
+
+
+def value_problem(value: Any, max_depth: int = MAX_DEPTH) -> str:
+    """Why an already parsed value cannot stand in an action ("" when it can): too deep, a
+    number too large to write out, or not a finite number. For values that did not come
+    through ``read_json`` (an agent's call handed over as Python objects)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, int):
+            # bit_length, not str(): converting a huge integer to text is what fails
+            if item.bit_length() > _MAX_BITS:
+                return f"a number too large to write out (over {MAX_NUMBER_CHARS:,} digits)"
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{item} is not a JSON number"
+            continue
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth + 1 > max_depth:
+            return f"nested too deeply (more than {max_depth} levels)"
+        pending.extend((child, depth + 1) for child in children)
+    return ""
 
 
 def _is_type(value: Any, name: str) -> bool:
@@ -133,13 +304,16 @@ def _bounds(
 
 
 def _plural(unit: str, count: int) -> str:
-    return unit.removesuffix("s") if count == 1 else unit
+    if count != 1:
+        return unit
+    return unit.removesuffix("ies") + "y" if unit.endswith("ies") else unit.removesuffix("s")
 
 
 def _object_problems(
     value: dict[str, Any], schema: dict[str, Any], path: str
 ) -> list[SchemaProblem]:
     problems: list[SchemaProblem] = []
+    _bounds(problems, path, len(value), schema, "minProperties", "maxProperties", "entries")
     properties = schema.get("properties")
     properties = properties if isinstance(properties, dict) else {}
     required = schema.get("required")

@@ -47,9 +47,20 @@ def check_code(text: str) -> str:
         # repeated keyword argument.
         compile(code, "<action>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
-        raise ActionError(f"not valid Python ({where}): {exc.msg}", field="code") from None
-    except (ValueError, RecursionError, MemoryError) as exc:
+        where = f" (line {exc.lineno}" + (f", column {exc.offset})" if exc.offset else ")")
+        message = exc.msg
+        if "integer string conversion" in message:
+            message = "an integer has more digits than Python reads (4,300)"
+        elif "cannot contain null bytes" in message:
+            message = "the code holds a NUL character"
+        if exc.lineno is None:
+            where = ""
+        raise ActionError(f"not valid Python{where}: {message}", field="code") from None
+    except (RecursionError, MemoryError):
+        raise ActionError(
+            "not valid Python: the code is nested too deeply to compile", field="code"
+        ) from None
+    except ValueError as exc:
         raise ActionError(f"not valid Python: {exc}", field="code") from None
     return code
 

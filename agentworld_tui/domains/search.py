@@ -10,6 +10,7 @@ told.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,22 +32,28 @@ from agentworld_tui.world.domain import Scenario
 
 SIMULATION_SECTION = "Simulation Instruction"
 
+_QUERIES = {
+    "type": ["array", "string"],
+    "items": {"type": "string", "minLength": 1},
+    "minItems": 1,
+    "minLength": 1,
+}
+"""Either key takes one query or a list: agents written for either spelling are read."""
 SEARCH_TOOLS: tuple[Tool, ...] = (
     Tool(
         "web_search",
-        "Search the web. Runs each query and returns the top results for each: title, "
-        "URL, date and a snippet.",
+        "Search the web. Runs each query and returns the top ten results for each: title, "
+        "URL, date and a snippet. Give several queries as a batch in queries, or one in query.",
         {
             "type": "object",
             "properties": {
-                "query": {
-                    "type": "array",
-                    "items": {"type": "string", "minLength": 1},
-                    "minItems": 1,
-                    "description": "One or more search queries, run independently.",
-                }
+                "queries": {
+                    **_QUERIES,
+                    "description": "Search queries run as a batch, each independently.",
+                },
+                "query": {**_QUERIES, "description": "One search query."},
             },
-            "required": ["query"],
+            "anyOf": [{"required": ["queries"]}, {"required": ["query"]}],
             "additionalProperties": False,
         },
     ),
@@ -56,7 +63,13 @@ SEARCH_TOOLS: tuple[Tool, ...] = (
         {
             "type": "object",
             "properties": {
-                "url": {"type": "string", "minLength": 1, "description": "The page to open."},
+                "url": {
+                    "type": ["string", "array"],
+                    "minLength": 1,
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "description": "The page to open (or a list of pages).",
+                },
                 "goal": {
                     "type": "string",
                     "description": "What the agent looks for on the page (optional).",
@@ -68,13 +81,30 @@ SEARCH_TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "dict_memory",
-        "A key-value notebook that persists across the agent's steps.",
+        "A key-value notebook that persists across the agent's steps. add and update store "
+        "value under key (or every entry of dict); retrieve and remove act on key (or every "
+        "key in key_list); retrieve without a key, or retrieve_all, returns every entry; "
+        "remove_all empties the notebook.",
         {
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["add", "update", "retrieve", "remove"]},
+                "action": {
+                    "type": "string",
+                    "enum": ["add", "update", "retrieve", "remove", "retrieve_all", "remove_all"],
+                },
                 "key": {"type": "string", "minLength": 1},
-                "value": {"type": "string"},
+                "value": {"description": "The value to store (text, or any JSON value)."},
+                "dict": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "description": "Several entries at once: {key: value, ...}.",
+                },
+                "key_list": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "description": "Several keys at once.",
+                },
             },
             "required": ["action"],
             "additionalProperties": False,
@@ -82,7 +112,84 @@ SEARCH_TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-_MEMORY_NEEDS = {"add": ("key", "value"), "update": ("key", "value"), "remove": ("key",)}
+MEMORY_OPERATION_KEYS = ("action", "operation", "mode")
+"""The names agents give dict_memory's operation; the turn keeps the one sent."""
+_MEMORY_OPERATIONS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "add": (("key", "value"), ("dict",)),
+    "update": (("key", "value"), ("dict",)),
+    "retrieve": ((), ("key",), ("key_list",)),
+    "remove": (("key",), ("key_list",)),
+    "retrieve_all": ((),),
+    "remove_all": ((),),
+    "key_list": ((),),
+    "dict": ((),),
+}
+"""For each operation, the sets of arguments it may take (exactly one of them). key_list and
+dict are read as operations too (list the keys, show the notebook), where an agent names
+the operation after what it returns."""
+
+
+def _forms(forms: tuple[tuple[str, ...], ...]) -> str:
+    written = [" and ".join(f) if f else "nothing" for f in forms]
+    return ", or ".join(written)
+
+
+def check_memory_call(arguments: dict[str, Any]) -> dict[str, Any]:
+    """dict_memory's arguments with the operation under ``action``, for the schema check;
+    ActionError when the operation and its arguments do not go together."""
+    given = [k for k in MEMORY_OPERATION_KEYS if k in arguments]
+    if len(given) > 1:
+        raise ActionError(
+            f"dict_memory names its operation twice ({' and '.join(given)})",
+            field=f"arguments.{given[1]}",
+        )
+    operations = ", ".join(_MEMORY_OPERATIONS)
+    if not given:
+        raise ActionError(
+            f"dict_memory needs action: one of {operations}", field="arguments.action"
+        )
+    key = given[0]
+    rest = {k: v for k, v in arguments.items() if k != key}
+    operation = arguments[key]
+    if not isinstance(operation, str) or operation not in _MEMORY_OPERATIONS:
+        raise ActionError(
+            f"dict_memory {key} must be one of {operations}; got {json.dumps(operation)[:40]}",
+            field=f"arguments.{key}",
+        )
+    forms = _MEMORY_OPERATIONS[operation]
+    if set(rest) not in [set(f) for f in forms]:
+        fitting = [f for f in forms if set(rest) <= set(f)]
+        if fitting:
+            needs = [[k for k in f if k not in rest] for f in fitting]
+            first = needs[0][0]
+            message = f"dict_memory {operation} needs " + ", or ".join(
+                " and ".join(n) for n in needs
+            )
+            if len(forms) > len(fitting):
+                message += f" (it takes {_forms(forms)})"
+        else:
+            known = {k for f in forms for k in f}
+            first = next((k for k in rest if k not in known), next(iter(rest)))
+            names = list(rest)
+            listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+            message = f"dict_memory {operation} takes {_forms(forms)}, not {listed}"
+        raise ActionError(message, field=f"arguments.{first}")
+    if operation in ("key_list", "dict"):
+        return {"action": "retrieve_all"}
+    return {"action": operation, **rest}
+
+
+def _check_search(arguments: dict[str, Any]) -> None:
+    if "queries" in arguments and "query" in arguments:
+        raise ActionError(
+            "web_search takes queries (a batch) or query (one), not both",
+            field="arguments.query",
+        )
+    if "queries" not in arguments and "query" not in arguments:
+        raise ActionError(
+            "web_search needs queries (a list of searches) or query (one search)",
+            field="arguments.queries",
+        )
 
 
 def simulation_instruction(scenario: Scenario) -> str:
@@ -211,24 +318,30 @@ class SearchDomain:
     title = "Search"
     lexer = "markdown"
 
-    def tools(self, scenario: Scenario) -> list[Tool]:
-        """The scenario's own tool list where it gives one, else the three search tools."""
+    def own_tools(self, scenario: Scenario) -> list[Tool] | None:
+        """The scenario's own tool list, None where it gives none."""
         try:
-            tools = scenario_tools(scenario)
+            return scenario_tools(scenario)
         except ToolListError as exc:
             raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
-        return tools if tools is not None else list(SEARCH_TOOLS)
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        """The scenario's own tool list where it gives one, else the three search tools."""
+        own = self.own_tools(scenario)
+        return own if own is not None else list(SEARCH_TOOLS)
 
     def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
         call = call_from_data({"name": name, "arguments": arguments})
-        check_call(call, self.tools(scenario))
-        if call["name"] == "dict_memory":
-            operation = call["arguments"].get("action")
-            for needed in _MEMORY_NEEDS.get(str(operation), ()):
-                if needed not in call["arguments"]:
-                    raise ActionError(
-                        f"dict_memory {operation} needs {needed}", field=f"arguments.{needed}"
-                    )
+        own = self.own_tools(scenario)
+        if own is not None:
+            check_call(call, own)
+        else:
+            args = call["arguments"]
+            if call["name"] == "web_search":
+                _check_search(args)
+            elif call["name"] == "dict_memory":
+                args = check_memory_call(args)
+            check_call({"name": call["name"], "arguments": args}, list(SEARCH_TOOLS))
         instruction = simulation_instruction(scenario)
         extra = {"simulation_instruction": instruction} if instruction else {}
         return tool_call_action(self.name, call, **extra)

@@ -1,8 +1,9 @@
 """SWE: a coding agent works in a repository with a shell and a file editor.
 
 The two tools are the usual pair of software-engineering agents: ``execute_bash`` runs a
-command, ``str_replace_editor`` views, creates and edits files. A scenario may replace them
-with its own tool list. Every answer must agree with the edits made earlier, so the session
+command, ``str_replace_editor`` views, creates and edits files; calls under the other names
+agents give them (``bash``, ``str_replace_based_edit_tool``...) and bare shell commands are
+read too. A scenario may replace them with its own tool list. Every answer must agree with the edits made earlier, so the session
 history matters more here than anywhere.
 """
 
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from agentworld_tui.domains.json_schema import looks_like_json
 from agentworld_tui.domains.tool_call import (
     Tool,
     ToolListError,
+    call_body,
     call_from_data,
     call_json,
     check_call,
@@ -37,9 +40,18 @@ SWE_TOOLS: tuple[Tool, ...] = (
             "type": "object",
             "properties": {
                 "command": {"type": "string", "minLength": 1, "description": "The command."},
-                "timeout": {"type": "integer", "minimum": 1, "description": "Seconds (optional)."},
+                "timeout": {"type": "number", "minimum": 0, "description": "Seconds (optional)."},
+                "is_input": {
+                    "type": ["boolean", "string"],
+                    "enum": [True, False, "true", "false"],
+                    "description": "true sends command as input to the process still running.",
+                },
+                "restart": {
+                    "type": "boolean",
+                    "description": "true restarts the shell (no command needed).",
+                },
             },
-            "required": ["command"],
+            "anyOf": [{"required": ["command"]}, {"required": ["restart"]}],
             "additionalProperties": False,
         },
     ),
@@ -66,6 +78,7 @@ SWE_TOOLS: tuple[Tool, ...] = (
                     "items": {"type": "integer"},
                     "minItems": 2,
                     "maxItems": 2,
+                    "description": "[first, last] line; last -1 means to the end.",
                 },
             },
             "required": ["command", "path"],
@@ -73,6 +86,18 @@ SWE_TOOLS: tuple[Tool, ...] = (
         },
     ),
 )
+
+TOOL_ALIASES = {
+    "bash": SHELL,
+    "execute_bash": SHELL,
+    "shell": SHELL,
+    "run_shell_command": SHELL,
+    "str_replace_editor": EDITOR,
+    "str_replace_based_edit_tool": EDITOR,
+    "text_editor": EDITOR,
+}
+"""The names SWE agents give the two tools (SWE-agent and Anthropic's bash, OpenHands'
+execute_bash, the editor's names in each); the turn keeps the name the agent sent."""
 
 _EDITOR_NEEDS = {
     "create": ("file_text",),
@@ -127,6 +152,10 @@ def file_lexer(path: str) -> str:
     return _NAMED.get(pure.name) or _LEXERS.get(pure.suffix.lower(), "text")
 
 
+def _is_argv(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
 def _titled(title: str, value: object) -> str:
     text = str(value or "").strip()
     return f"{title}:\n{text}" if text else ""
@@ -137,22 +166,34 @@ class SweDomain:
     title = "SWE"
     lexer = "text"
 
-    def tools(self, scenario: Scenario) -> list[Tool]:
+    def own_tools(self, scenario: Scenario) -> list[Tool] | None:
+        """The scenario's own tool list, None where it gives none."""
         try:
-            tools = scenario_tools(scenario)
+            return scenario_tools(scenario)
         except ToolListError as exc:
             raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
-        return tools if tools is not None else list(SWE_TOOLS)
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        own = self.own_tools(scenario)
+        return own if own is not None else list(SWE_TOOLS)
 
     def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
         call = call_from_data({"name": name, "arguments": arguments})
-        check_call(call, self.tools(scenario))
+        own = self.own_tools(scenario)
+        if own is not None:
+            check_call(call, own)
+            return tool_call_action(self.name, call)
+        canonical = TOOL_ALIASES.get(call["name"], call["name"])
         args = call["arguments"]
-        if call["name"] == EDITOR:
+        if canonical == SHELL and _is_argv(args.get("command")):
+            args = {**args, "command": " ".join(args["command"])}
+        check_call({"name": canonical, "arguments": args}, list(SWE_TOOLS))
+        if canonical == EDITOR:
             for needed in _EDITOR_NEEDS.get(str(args.get("command")), ()):
                 if needed not in args:
                     raise ActionError(
-                        f"{EDITOR} {args['command']} needs {needed}", field=f"arguments.{needed}"
+                        f"{call['name']} {args['command']} needs {needed}",
+                        field=f"arguments.{needed}",
                     )
             path = args.get("path")
             if isinstance(path, str) and not path.startswith("/"):
@@ -163,6 +204,11 @@ class SweDomain:
         return tool_call_action(self.name, call)
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:
+        """A JSON tool call, or (with the usual two tools) a shell command as typed, bare or
+        in a fence, which becomes an execute_bash call."""
+        body = call_body(text)
+        if body and not looks_like_json(body) and self.own_tools(scenario) is None:
+            return self.make_action(SHELL, {"command": body}, scenario)
         call = parse_tool_call(text)
         return self.make_action(call["name"], call["arguments"], scenario)
 
@@ -185,7 +231,7 @@ class SweDomain:
         payload = action.payload if isinstance(action.payload, dict) else {}
         args = payload.get("arguments")
         if (
-            payload.get("name") == EDITOR
+            TOOL_ALIASES.get(str(payload.get("name"))) == EDITOR
             and isinstance(args, dict)
             and args.get("command") == "view"
         ):

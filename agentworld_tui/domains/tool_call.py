@@ -9,11 +9,13 @@ ones (``input_schema``, or OpenAI's ``{"type": "function", "function": {..., "pa
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.domains.json_schema import read_json, schema_problems
+from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, schema_problems, value_problem
+from agentworld_tui.domains.turn import unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
@@ -45,8 +47,18 @@ class Tool:
 
     @property
     def required(self) -> list[str]:
+        """The required fields; where the schema requires one of several forms (anyOf,
+        oneOf), those of the first, the form a call is started from."""
         req = self.input_schema.get("required")
-        return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+        if not isinstance(req, list):
+            req = None
+            for key in ("anyOf", "oneOf"):
+                options = self.input_schema.get(key)
+                first = options[0] if isinstance(options, list) and options else None
+                if isinstance(first, dict) and isinstance(first.get("required"), list):
+                    req = first["required"]
+                    break
+        return [r for r in req if isinstance(r, str)] if req else []
 
     def skeleton(self) -> dict[str, Any]:
         """Arguments to start editing from: each required field with an empty value."""
@@ -171,10 +183,26 @@ def tool_definitions(tools: list[Tool]) -> str:
     return "\n".join(json.dumps(t.to_dict(), ensure_ascii=False) for t in tools)
 
 
+_TOOL_CALL_TAGS = re.compile(r"\A\s*<tool_call>\s*(?P<body>.*?)\s*(?:</tool_call>\s*)?\Z", re.S)
+NAME_KEYS = ("name", "tool", "tool_name")
+ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+_WRAPPER_TYPES = ("function", "tool_use", "tool_call")
+_IGNORED_KEYS = ("id", "call_id", "_meta")
+
+
+def call_body(text: str) -> str:
+    """The JSON of a call without what agents wrap it in: a Markdown fence, or the
+    ``<tool_call>`` tags of Qwen-style chat templates."""
+    stripped = unfenced(text.strip()).strip()
+    tagged = _TOOL_CALL_TAGS.match(stripped)
+    return unfenced(tagged.group("body")).strip() if tagged else stripped
+
+
 def parse_tool_call(text: str) -> dict[str, Any]:
     """``{"name": ..., "arguments": {...}}`` from its JSON text; arguments may be omitted
-    (no arguments) or given as a JSON string, as some agents write them."""
-    stripped = text.strip()
+    (no arguments) or given as a JSON string, as some agents write them. The other common
+    spellings of a call are read too (see ``call_from_data``)."""
+    stripped = call_body(text)
     if not stripped:
         raise ActionError('empty action: write {"name": ..., "arguments": {...}}', field="name")
     if len(stripped) > MAX_CALL_CHARS:
@@ -191,19 +219,65 @@ def parse_tool_call(text: str) -> dict[str, Any]:
     return call_from_data(data)
 
 
+def _unwrapped(data: dict[str, Any]) -> dict[str, Any]:
+    """The ``{name, arguments}`` part of the envelopes agents send a call in: an MCP
+    ``tools/call`` request, an OpenAI tool call (``{"type": "function", "function": ...}``)."""
+    if "method" in data:
+        if data["method"] != "tools/call":
+            raise ActionError(
+                f"a JSON-RPC request is an action only as tools/call, not {data['method']!r}",
+                field="method",
+            )
+        extra = sorted(set(data) - {"jsonrpc", "id", "method", "params"})
+        if extra:
+            raise ActionError(
+                f"unexpected key {extra[0]!r} in the tools/call request", field=extra[0]
+            )
+        params = data.get("params")
+        if not isinstance(params, dict):
+            raise ActionError(
+                "the tools/call request needs params: {name, arguments}", field="params"
+            )
+        return params
+    if isinstance(data.get("function"), dict):
+        extra = sorted(set(data) - {"function", "type", "id", "index"})
+        if extra:
+            raise ActionError(f"unexpected key {extra[0]!r} beside function", field=extra[0])
+        return dict(data["function"])
+    return data
+
+
 def call_from_data(data: Any) -> dict[str, Any]:
+    """A call from parsed JSON: ``{"name", "arguments"}``, also with the arguments under
+    ``parameters``/``args``/``input`` or the name under ``tool``/``tool_name``, as an MCP
+    ``tools/call`` request, an OpenAI or Anthropic tool call, or a list of one call."""
+    if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
+        if len(data) > 1:
+            raise ActionError(f"one tool call per turn; the list holds {len(data)} calls")
+        data = data[0]
     if not isinstance(data, dict):
         raise ActionError('a tool call is a JSON object: {"name": ..., "arguments": {...}}')
-    extra = sorted(set(data) - {"name", "arguments"})
+    data = _unwrapped(data)
+    known = {*NAME_KEYS, *ARGUMENT_KEYS, *_IGNORED_KEYS}
+    if data.get("type") in _WRAPPER_TYPES:
+        known.add("type")
+    extra = sorted(set(data) - known)
     if extra:
         raise ActionError(
             f"unexpected key {extra[0]!r}: a tool call has only name and arguments",
             field=extra[0],
         )
-    name = data.get("name")
+    names = [k for k in NAME_KEYS if k in data]
+    given = [k for k in ARGUMENT_KEYS if k in data]
+    for keys, what in ((names, "name"), (given, "arguments")):
+        if len(keys) > 1:
+            raise ActionError(
+                f"the call gives its {what} twice ({' and '.join(keys)})", field=keys[1]
+            )
+    name = data[names[0]] if names else None
     if not isinstance(name, str) or not name.strip():
         raise ActionError("the call needs a tool name", field="name")
-    arguments = data.get("arguments", {})
+    arguments = data[given[0]] if given else {}
     if isinstance(arguments, str):
         try:
             arguments = read_json(arguments) if arguments.strip() else {}
@@ -215,6 +289,9 @@ def call_from_data(data: Any) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, dict):
         raise ActionError("arguments must be a JSON object", field="arguments")
+    problem = value_problem(arguments, MAX_DEPTH - 1)
+    if problem:
+        raise ActionError(f"the arguments are not usable: {problem}", field="arguments")
     return {"name": name.strip(), "arguments": arguments}
 
 

@@ -12,6 +12,18 @@ def fenced(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
+_FENCED = re.compile(
+    r"\A\s*(?P<fence>`{3,}|~{3,})[^\n`]*\n(?P<body>.*?)\n?\s*(?P=fence)\s*\Z", re.S
+)
+
+
+def unfenced(text: str) -> str:
+    """The body of a text that is one fenced code block (as models and chat clients paste an
+    action), else the text as it is."""
+    match = _FENCED.match(text)
+    return match.group("body") if match else text
+
+
 def turn_markdown(
     number: int,
     action: str,

@@ -16,8 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentworld_tui.domains.json_schema import read_json
-from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.domains.json_schema import (
+    MAX_DEPTH,
+    MAX_NUMBER_CHARS,
+    read_json,
+    value_problem,
+)
+from agentworld_tui.domains.turn import turn_markdown, unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
@@ -32,7 +37,7 @@ class Param:
 
     name: str
     kind: str
-    """bid, text, nonempty, number, integer, button, modifiers, options"""
+    """bid, text, nonempty, number, integer, boolean, button, modifiers, options"""
     required: bool = True
     default: Any = None
 
@@ -55,7 +60,11 @@ ACTIONS: dict[str, tuple[Param, ...]] = {
     "mouse_dblclick": (*_xy(), _button()),
     "mouse_down": (*_xy(), _button()),
     "mouse_up": (*_xy(), _button()),
-    "fill": (Param("bid", "bid"), Param("value", "text")),
+    "fill": (
+        Param("bid", "bid"),
+        Param("value", "text"),
+        Param("enable_autocomplete_menu", "boolean", False, False),
+    ),
     "click": (Param("bid", "bid"), _button(), Param("modifiers", "modifiers", False, [])),
     "hover": (Param("bid", "bid"),),
     "tab_focus": (Param("index", "integer"),),
@@ -82,9 +91,16 @@ def signature(name: str) -> str:
 def _check_value(action: str, param: Param, value: Any) -> Any:
     where = f"{action}: {param.name}"
     kind = param.kind
+    problem = value_problem(value, MAX_DEPTH - 2)
+    if problem:
+        raise ActionError(f"{where}: {problem}", field=param.name)
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise ActionError(f"{where} must be True or False", field=param.name)
+        return value
     if kind in ("number", "integer"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ActionError(f"{where} must be a number, not {value!r}", field=param.name)
+            raise ActionError(f"{where} must be a number, not {_shown(value)}", field=param.name)
         if kind == "integer":
             if isinstance(value, float) and not value.is_integer():
                 raise ActionError(f"{where} must be a whole number", field=param.name)
@@ -109,7 +125,7 @@ def _check_value(action: str, param: Param, value: Any) -> Any:
             return value
         raise ActionError(f"{where} must be an option's text or a list of them", field=param.name)
     if not isinstance(value, str):
-        raise ActionError(f"{where} must be text in quotes, not {value!r}", field=param.name)
+        raise ActionError(f"{where} must be text in quotes, not {_shown(value)}", field=param.name)
     if kind == "button" and value not in BUTTONS:
         raise ActionError(f"{where} must be one of {', '.join(BUTTONS)}", field=param.name)
     if kind == "bid":
@@ -120,6 +136,11 @@ def _check_value(action: str, param: Param, value: Any) -> Any:
     if kind == "nonempty" and not value.strip():
         raise ActionError(f"{where} must not be empty", field=param.name)
     return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def bind(name: str, positional: list[Any], keywords: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +178,12 @@ def bind(name: str, positional: list[Any], keywords: dict[str, Any]) -> dict[str
     return arguments
 
 
+_JSON_NAMES = {"true": True, "false": False, "null": None}
+
+
 def _literal(node: ast.expr, what: str) -> Any:
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -169,7 +195,7 @@ def _literal(node: ast.expr, what: str) -> Any:
 
 def parse_call(text: str) -> tuple[str, dict[str, Any]]:
     """``click("a42")`` or its JSON form -> (action name, checked arguments)."""
-    stripped = text.strip()
+    stripped = unfenced(text.strip()).strip()
     if not stripped:
         raise ActionError('empty action: write a browser call such as click("a42")', field="name")
     if len(stripped) > MAX_ACTION_CHARS:
@@ -179,9 +205,10 @@ def parse_call(text: str) -> tuple[str, dict[str, Any]]:
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as exc:
+        raise ActionError(_syntax_message(stripped, exc), field="name") from None
+    except (MemoryError, RecursionError, ValueError):
         raise ActionError(
-            f'not a browser call ({exc.msg}); write e.g. click("a42") or fill("b12", "text")',
-            field="name",
+            'the call is nested too deeply to read; write e.g. click("a42")', field="name"
         ) from None
     body = tree.body
     if isinstance(body, ast.Name):
@@ -205,7 +232,26 @@ def parse_call(text: str) -> tuple[str, dict[str, Any]]:
     return name, bind(name, positional, keywords)
 
 
+def _syntax_message(text: str, exc: SyntaxError) -> str:
+    if "integer string conversion" in str(exc.msg):
+        return f"a number is too long: numbers may have at most {MAX_NUMBER_CHARS:,} digits"
+    try:
+        lines = ast.parse(text, mode="exec").body
+    except (SyntaxError, MemoryError, RecursionError, ValueError):
+        lines = []
+    if len(lines) > 1:
+        return f"one browser call per turn; {len(lines)} were given"
+    return f'not a browser call ({exc.msg}); write e.g. click("a42") or fill("b12", "text")'
+
+
+_NAME_KEYS = ("name", "action", "action_type")
+_ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
+
+
 def _parse_json(text: str) -> tuple[str, dict[str, Any]]:
+    """The JSON forms: ``{"name": ..., "arguments": {...} or [...]}`` (also under action,
+    args...), an OpenAI tool call, the arguments beside the name (``{"action": "click",
+    "bid": "a42"}``), or the call's text as the name (``{"action": "click('a42')"}``)."""
     try:
         data = read_json(text)
     except json.JSONDecodeError as exc:
@@ -215,10 +261,35 @@ def _parse_json(text: str) -> tuple[str, dict[str, Any]]:
         ) from None
     if not isinstance(data, dict):
         raise ActionError('the JSON form is {"name": ..., "arguments": {...}}')
-    name = data.get("name", data.get("action"))
+    if isinstance(data.get("function"), dict):
+        data = data["function"]
+    names = [k for k in _NAME_KEYS if k in data]
+    name = data[names[0]] if names else None
     if not isinstance(name, str) or not name:
         raise ActionError('the JSON form needs "name", e.g. "click"', field="name")
-    args = data.get("arguments", data.get("args", {}))
+    given = [k for k in _ARGUMENT_KEYS if k in data]
+    rest = {k: v for k, v in data.items() if k not in (*_NAME_KEYS, "id", "type")}
+    if not given and not rest and "(" in name:
+        return parse_call(name)
+    if len(names) > 1 or len(given) > 1:
+        twice = names if len(names) > 1 else given
+        raise ActionError(
+            f"the action gives {' and '.join(twice)}: give one of them", field=twice[1]
+        )
+    if given:
+        extra = sorted(set(rest) - {given[0]})
+        if extra:
+            raise ActionError(f"unexpected key {extra[0]!r} beside {given[0]}", field=extra[0])
+        args = data[given[0]]
+    else:
+        args = rest
+    if isinstance(args, str):
+        try:
+            args = read_json(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ActionError(
+                f"arguments given as text are not JSON: {exc.msg}", field="arguments"
+            ) from None
     if args is None:
         args = {}
     if isinstance(args, list):
