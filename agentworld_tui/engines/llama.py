@@ -473,7 +473,14 @@ class LlamaEngine:
             stop_reason=stop,
             n_ctx=n_ctx,
         )
-        yield Finished(split.reasoning, split.observation, split.closed_reasoning, stats)
+        yield Finished(
+            split.reasoning,
+            split.observation,
+            split.closed_reasoning,
+            stats,
+            raw=splitter.raw,
+            extraction=split.extraction,
+        )
 
     @staticmethod
     def _events(
