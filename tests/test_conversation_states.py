@@ -62,6 +62,9 @@ def test_a_turn_after_a_switch_reads_only_what_is_new(model_path, llama_engine) 
     print(f"\n{model_path.stem}: evaluated/new after each switch", [f"{r:.3f}" for r in ratios])
     assert max(ratios) <= TARGET, ratios
     assert engine.states.size <= engine.states.budget
+    # One whole state per conversation: a newer one replaces the older ones it covers.
+    whole = [c for c in engine.states._items if c.standalone and c.flags == 0]
+    assert len(whole) == (0 if model_path.stem == "mamba" else 2)
 
 
 def test_a_fork_reads_only_its_own_tokens(model_path, llama_engine) -> None:

@@ -148,6 +148,8 @@ class _Checkpoint:
     """Holds the whole sequence state: it can be restored whatever the cache holds."""
     cuttable: bool = False
     """A transformer's whole state: once restored it can be cut back to any prefix."""
+    history: int = -1
+    """Where the history of the prompt it was saved from ends (-1: at its end)."""
 
     def reach(self, tokens: np.ndarray[Any, Any], limit: int) -> int:
         """How many of ``tokens`` (at most ``limit``) restoring this state gives (0: none)."""
@@ -179,15 +181,26 @@ class StateStore:
         flags: int = 0,
         standalone: bool = False,
         cuttable: bool = False,
+        history: int = -1,
     ) -> None:
         if len(data) > self.budget:
             return
-        self._items = [
-            c
-            for c in self._items
-            if c.standalone != standalone or not np.array_equal(c.tokens, tokens)
-        ]
-        saved = _Checkpoint(tokens.copy(), data, time.monotonic(), flags, standalone, cuttable)
+        whole = standalone and flags == 0
+
+        def replaced(c: _Checkpoint) -> bool:
+            if c.standalone != standalone:
+                return False
+            if np.array_equal(c.tokens, tokens):
+                return True
+            # A conversation's newer whole state serves all that an older one served but
+            # a retry of an old turn: the older one only takes room.
+            covered = len(c.tokens) if c.history < 0 else c.history
+            return whole and c.flags == 0 and common_prefix(c.tokens, tokens) >= covered
+
+        self._items = [c for c in self._items if not replaced(c)]
+        saved = _Checkpoint(
+            tokens.copy(), data, time.monotonic(), flags, standalone, cuttable, history
+        )
         self._items.append(saved)
         while self.size > self.budget:
             self._items.remove(min(self._items, key=lambda c: c.used))
@@ -652,9 +665,11 @@ class LlamaEngine:
             if not llama_cpp.llama_memory_seq_rm(memory, 0, end, -1):
                 return
             llm.n_tokens = end
-        self._save_state(last[:end], whole=True)
+        self._save_state(last[:end], whole=True, history=min(history_end, end))
 
-    def _save_state(self, tokens: np.ndarray[Any, Any], *, whole: bool = False) -> None:
+    def _save_state(
+        self, tokens: np.ndarray[Any, Any], *, whole: bool = False, history: int = -1
+    ) -> None:
         """Save the state of the sequence, which holds exactly ``tokens``.
 
         Unless ``whole``, only the recurrent part: a hybrid model's attention cache can be
@@ -673,7 +688,14 @@ class LlamaEngine:
             data = bytes(memoryview(buffer)[:written])
             standalone = whole or not self._attention
             cuttable = whole and not self._hybrid
-            self.states.add(tokens, data, flags=flags, standalone=standalone, cuttable=cuttable)
+            self.states.add(
+                tokens,
+                data,
+                flags=flags,
+                standalone=standalone,
+                cuttable=cuttable,
+                history=history,
+            )
 
     def _restore_state(self, checkpoint: _Checkpoint, n: int) -> int:
         """Restore a saved state so that the cache holds its first ``n`` tokens; returns
