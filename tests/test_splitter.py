@@ -498,3 +498,15 @@ def test_opening_tags_inside_a_block_never_lose_answer_text(
     expected = "\n".join(lines).rstrip()
     assert result.split.observation == expected
     assert result.observation.rstrip() == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [CANONICAL, "thinking <predicted_observation>\nscreen", "r</think>a<predicted_observation>b"],
+)
+def test_finish_twice_gives_the_same_split(text: str) -> None:
+    """The remote engine reads the split again after flushing the stream."""
+    splitter = ObservationSplitter()
+    splitter.feed(text)
+    first = splitter.finish()[0]
+    assert splitter.finish()[0] == first
