@@ -212,6 +212,11 @@ def test_cancel_through_run_turn_marks_the_turn_interrupted(scripted_model, llam
 ANSWER_SCRIPT = [*LONG_REASONING[:40], "</think>", "<predicted_observation>", "$ ls", "\nsrc"]
 
 
+def restarted_reasoning() -> str:
+    """The reasoning the scripted model writes again after a close the engine wrote."""
+    return "".join(LONG_REASONING[:40]).strip()
+
+
 def test_answer_now_closes_the_reasoning_and_continues_in_the_same_generation(
     scripted_model, llama_engine
 ) -> None:
@@ -235,10 +240,10 @@ def test_answer_now_closes_the_reasoning_and_continues_in_the_same_generation(
     done = run.finished
     assert done.stats.stop_reason == "eos"
     assert done.closed_reasoning
-    assert done.reasoning == "".join(LONG_REASONING[:3]).strip()
     assert done.stats.reasoning_tokens == 3
-    # The scripted model starts its script over after "</think>\n\n"; the splitter turns
-    # that into the answer (the last observation block wins).
+    # The scripted model starts its script over after "</think>\n\n", and closes that
+    # reasoning again: the reasoning ends at the last close before the answer.
+    assert done.reasoning == "".join(LONG_REASONING[:3]) + "\n\n" + restarted_reasoning()
     assert done.observation == "$ ls\nsrc"
     assert run.answer == "$ ls\nsrc"
     assert done.stats.evaluated_prompt_tokens == baseline.stats.evaluated_prompt_tokens
@@ -258,7 +263,7 @@ def test_reasoning_budget_caps_the_reasoning(scripted_model, llama_engine) -> No
     params = GenerationParams(temperature=0.0, reasoning_budget=5)
     done = collect(engine.stream(MESSAGES, params, GenerationControl())).finished
     assert done.stats.reasoning_tokens == 5
-    assert done.reasoning == "".join(LONG_REASONING[:5]).strip()
+    assert done.reasoning == "".join(LONG_REASONING[:5]) + "\n\n" + restarted_reasoning()
     assert done.observation == "$ ls\nsrc"
 
 

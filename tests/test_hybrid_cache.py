@@ -192,3 +192,19 @@ def test_state_store_best_is_the_longest_matching_prefix_within_the_limit() -> N
     assert store.best(np.array([7, 7, 7]), limit=3) is None
     store.add(np.array([1, 2]), b"short again")  # same tokens replace the old entry
     assert len(store) == 3 and store.best(query, limit=2).data == b"short again"
+
+
+def test_state_store_cuts_a_whole_transformer_state_back() -> None:
+    """A transformer's whole state serves any prefix it shares with a prompt (it is cut
+    back once restored); other states serve only prompts that they are a prefix of."""
+    store = StateStore(budget_bytes=10_000)
+    store.add(np.array([1, 2, 3, 4, 5]), b"whole", standalone=True, cuttable=True)
+    store.add(np.array([1, 2]), b"recurrent", standalone=True)
+    query = np.array([1, 2, 3, 9, 9])
+    found = store.best(query, limit=4)
+    assert found is not None and found.data == b"whole" and found.reach(query, 4) == 3
+    assert store.best(query, limit=2).data in (b"whole", b"recurrent")
+    assert store.best(np.array([1, 2, 3, 4, 5, 6]), limit=5).reach(np.arange(1, 7), 5) == 5
+    store.add(np.array([1, 2, 3]), b"partial")
+    assert store.best(query, limit=4, standalone_only=True).data == b"whole"
+    assert store.best(np.array([7, 8]), limit=2) is None

@@ -21,6 +21,7 @@ from ggufgen import write_recurrent_model
 from test_engine_llama import (
     DOMAIN,
     GREEDY,
+    OBSERVATION,
     SCENARIO,
     SCRIPT,
     collect,
@@ -184,15 +185,15 @@ def test_the_saved_state_is_the_recurrent_part_only(recurrent_path, llama_engine
 
 
 def with_random_attention(path: Path, scale: float, seed: int = 1) -> Path:
-    """Give a generated jamba model's attention layers random weights (in place), small
-    enough on the output that the script still wins; its logits then depend on what the
-    attention cache holds, hundreds of positions back."""
+    """Give a generated model's attention layers (jamba's, or a scripted transformer's)
+    random weights (in place), small enough on the output that the script still wins; its
+    logits then depend on what the attention cache holds, hundreds of positions back."""
     rng = np.random.default_rng(seed)
     reader = gguf.GGUFReader(path, "r+")
     changed = 0
     for tensor in reader.tensors:
         name = tensor.name.rsplit(".", 2)[-2]
-        if name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+        if name in ("attn_q", "attn_k", "attn_v", "attn_output") and tensor.data.ndim == 2:
             rows, cols = tensor.data.shape
             std = (scale if name == "attn_output" else 1.0) / np.sqrt(cols)
             tensor.data[...] = rng.standard_normal((rows, cols)) * std
@@ -235,13 +236,36 @@ def test_a_restored_partial_state_keeps_the_attention_cache_right(
     assert np.abs(last_logits(fresh) - via_checkpoint).max() > 1e-3
 
 
-def test_a_checkpoint_the_cache_does_not_hold_is_not_restored(recurrent_path, llama_engine) -> None:
-    """A partial state needs the attention cache up to its position: after another
-    conversation filled the cache, the engine reads the prompt again instead."""
-    engine = llama_engine(recurrent_path, n_ctx=8192)
+def test_a_checkpoint_the_cache_does_not_hold_is_not_restored(tmp_path: Path, llama_engine) -> None:
+    """A hybrid's recurrent checkpoint needs the attention cache up to its position: after
+    another conversation filled the cache, with no room to keep the first one's state whole
+    (tests/test_conversation_states.py has that), the engine reads the prompt again."""
+    path = write_recurrent_model(tmp_path / "jamba.gguf", SCRIPT, hybrid=True, n_layer=4)
+    budget = int(state_size(path) * 4.5)  # the four recurrent checkpoints, no whole state
+    engine = llama_engine(path, n_ctx=8192, state_budget_bytes=budget)
     first = conversation(3)
     collect(engine.stream(first, GREEDY, GenerationControl()))
     collect(engine.stream(conversation(3, "pwd"), GREEDY, GenerationControl()))
+    assert len(engine.states) == 4
+    assert not any(c.standalone for c in engine.states._items)
     done = collect(engine.stream(first, GREEDY, GenerationControl())).finished
     # Only the system prompt and the first user header are shared with what the cache holds.
     assert done.stats.evaluated_prompt_tokens > done.stats.prompt_tokens * 0.9
+    assert done.observation == OBSERVATION
+
+
+def test_a_purely_recurrent_checkpoint_needs_no_cache(tmp_path: Path, llama_engine) -> None:
+    """A mamba model has no attention cache: its checkpoints stand alone, and the first
+    conversation's end-of-history checkpoint serves it again after another one ran."""
+    path = write_recurrent_model(tmp_path / "mamba.gguf", SCRIPT)
+    budget = int(state_size(path) * 4.5)
+    engine = llama_engine(path, n_ctx=8192, state_budget_bytes=budget)
+    first = conversation(3)
+    collect(engine.stream(first, GREEDY, GenerationControl()))
+    collect(engine.stream(conversation(3, "pwd"), GREEDY, GenerationControl()))
+    assert all(c.standalone for c in engine.states._items)
+    done = collect(engine.stream(first, GREEDY, GenerationControl())).finished
+    full, history = engine.render(first, GREEDY)
+    generation_prompt = engine.count_tokens(full) - engine.count_tokens(history)
+    assert done.stats.evaluated_prompt_tokens == generation_prompt
+    assert done.observation == OBSERVATION

@@ -11,10 +11,21 @@ of what the cache holds:
 - at the end of the history (before the generation prompt): the prefix of the next turn's
   prompt once this turn's answer joins the history, and of a retry.
 
-Only the recurrent part of the state is saved (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``): a
-saved state is restored only when its tokens are a prefix of what the cache holds, so a
-hybrid model's attention cache is still there and is cut back to the same position. Saved
-states are kept in a small least-recently-used store with a byte budget.
+Only the recurrent part of the state is saved there (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``):
+such a state is restored only when its tokens are a prefix of what the cache holds, so a
+hybrid model's attention cache is still there and is cut back to the same position.
+
+One context holds one conversation, but the app runs several (a tab each, branches, forks
+of one history). When a prompt leaves the conversation the cache holds (it does not go on
+from the end of the last prompt's history), the engine first keeps that conversation's
+state whole, attention cache included: a transformer's cache cut back to the last prompt,
+a hybrid's state at the end of the last prompt's history (its recurrent checkpoint there,
+with the attention cache cut back to it). Coming back to it later, or to a fork that shares
+its prefix, restores that state and reads only what is new. A purely recurrent model has
+no attention cache: its checkpoints stand alone already.
+
+Saved states are kept in one least-recently-used store with a byte budget, whole states and
+recurrent ones alike, so the memory they take stays bounded.
 """
 
 from __future__ import annotations
@@ -131,6 +142,21 @@ class _Checkpoint:
     tokens: np.ndarray[Any, Any]
     data: bytes
     used: float
+    flags: int = 0
+    """The ``llama_state_seq_flags`` it was saved with (restored with the same)."""
+    standalone: bool = False
+    """Holds the whole sequence state: it can be restored whatever the cache holds."""
+    cuttable: bool = False
+    """A transformer's whole state: once restored it can be cut back to any prefix."""
+    history: int = -1
+    """Where the history of the prompt it was saved from ends (-1: at its end)."""
+
+    def reach(self, tokens: np.ndarray[Any, Any], limit: int) -> int:
+        """How many of ``tokens`` (at most ``limit``) restoring this state gives (0: none)."""
+        if self.cuttable:
+            return min(common_prefix(self.tokens, tokens), limit)
+        n = len(self.tokens)
+        return n if n <= limit and np.array_equal(self.tokens, tokens[:n]) else 0
 
 
 class StateStore:
@@ -147,22 +173,61 @@ class StateStore:
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, tokens: np.ndarray[Any, Any], data: bytes) -> None:
+    def add(
+        self,
+        tokens: np.ndarray[Any, Any],
+        data: bytes,
+        *,
+        flags: int = 0,
+        standalone: bool = False,
+        cuttable: bool = False,
+        history: int = -1,
+    ) -> None:
         if len(data) > self.budget:
             return
-        self._items = [c for c in self._items if not np.array_equal(c.tokens, tokens)]
-        self._items.append(_Checkpoint(tokens.copy(), data, time.monotonic()))
+        whole = standalone and flags == 0
+
+        def replaced(c: _Checkpoint) -> bool:
+            if c.standalone != standalone:
+                return False
+            if np.array_equal(c.tokens, tokens):
+                return True
+            # A conversation's newer whole state serves all that an older one served but
+            # a retry of an old turn: the older one only takes room.
+            covered = len(c.tokens) if c.history < 0 else c.history
+            return whole and c.flags == 0 and common_prefix(c.tokens, tokens) >= covered
+
+        self._items = [c for c in self._items if not replaced(c)]
+        saved = _Checkpoint(
+            tokens.copy(), data, time.monotonic(), flags, standalone, cuttable, history
+        )
+        self._items.append(saved)
         while self.size > self.budget:
             self._items.remove(min(self._items, key=lambda c: c.used))
 
-    def best(self, tokens: np.ndarray[Any, Any], limit: int) -> _Checkpoint | None:
-        """The longest saved state that is a prefix of ``tokens`` no longer than ``limit``."""
-        best: _Checkpoint | None = None
+    def get(self, tokens: np.ndarray[Any, Any], *, standalone: bool) -> _Checkpoint | None:
+        """The saved state of exactly ``tokens``, of that kind, if there is one."""
         for c in self._items:
-            n = len(c.tokens)
-            longer = best is None or n > len(best.tokens)
-            if n <= limit and longer and np.array_equal(c.tokens, tokens[:n]):
-                best = c
+            if c.standalone == standalone and np.array_equal(c.tokens, tokens):
+                return c
+        return None
+
+    def best(
+        self, tokens: np.ndarray[Any, Any], limit: int, *, standalone_only: bool = False
+    ) -> _Checkpoint | None:
+        """The saved state that restores the most of ``tokens``, at most ``limit`` of them.
+
+        That is the longest one that is a prefix of ``tokens``, or, for a state that can
+        be cut back, the one sharing the longest prefix with them.
+        """
+        best: _Checkpoint | None = None
+        most = 0
+        for c in self._items:
+            if standalone_only and not c.standalone:
+                continue
+            n = c.reach(tokens, limit)
+            if n > most:
+                best, most = c, n
         if best is not None:
             best.used = time.monotonic()
         return best
@@ -191,6 +256,9 @@ class LlamaEngine:
         self._gpu_layers = 0
         self._n_layer = 0
         self._hybrid = False
+        self._attention = True
+        self._last_prompt: tuple[np.ndarray[Any, Any], int] | None = None
+        """The last prompt's tokens and where its history ends."""
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -255,10 +323,10 @@ class LlamaEngine:
             raise EngineError(f"the model's chat template does not compile: {exc}") from exc
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
         self._gpu_layers = (self._n_layer + 1 if gpu_layers < 0 else gpu_layers) if offload else 0
-        self._hybrid = bool(
-            llama_cpp.llama_model_is_recurrent(llm.model)
-            or llama_cpp.llama_model_is_hybrid(llm.model)
-        )
+        purely_recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model))
+        self._hybrid = purely_recurrent or bool(llama_cpp.llama_model_is_hybrid(llm.model))
+        self._attention = not purely_recurrent
+        self._last_prompt = None
         metadata = llm.metadata
         self._template = ChatTemplate(
             metadata.get("tokenizer.chat_template"),
@@ -322,6 +390,7 @@ class LlamaEngine:
                 self._llm.close()
             self._llm = None
             self.states = StateStore(self.states.budget)
+            self._last_prompt = None
 
     # -- tokens -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -399,6 +468,7 @@ class LlamaEngine:
 
         ctx = llm.ctx
         start = self._reuse_cache(tokens)
+        self._last_prompt = (tokens, history_end)
         for stop_at in sorted(saves | {len(tokens)}):
             while llm.n_tokens < stop_at:
                 if control.cancelled:
@@ -473,7 +543,14 @@ class LlamaEngine:
             stop_reason=stop,
             n_ctx=n_ctx,
         )
-        yield Finished(split.reasoning, split.observation, split.closed_reasoning, stats)
+        yield Finished(
+            split.reasoning,
+            split.observation,
+            split.closed_reasoning,
+            stats,
+            raw=splitter.raw,
+            extraction=split.extraction,
+        )
 
     @staticmethod
     def _events(
@@ -525,63 +602,128 @@ class LlamaEngine:
 
     # -- the cache ----------------------------------------------------------------------
     def _reuse_cache(self, tokens: np.ndarray[Any, Any]) -> int:
-        """Keep as much of the cache as matches ``tokens``; returns the tokens kept."""
+        """Keep or restore as much of ``tokens`` as is saved; returns the tokens kept.
+
+        What the cache holds is reused up to its common prefix with ``tokens`` (through a
+        recurrent checkpoint on a recurrent model); a standalone saved state (another
+        conversation's, kept when the engine left it) is restored when it goes further.
+        """
         llm = self._llm
         cached = llm.input_ids[: llm.n_tokens]
         # At least one token is always evaluated, so there are fresh logits to sample.
-        common = min(common_prefix(cached, tokens), len(tokens) - 1)
+        limit = len(tokens) - 1
+        common = min(common_prefix(cached, tokens), limit)
         if common == llm.n_tokens:
             return common
+        in_cache = self.states.best(tokens, common) if self._hybrid else None
+        elsewhere = self.states.best(tokens, limit, standalone_only=True)
+        self._keep_conversation(common)
+        reach = in_cache.reach(tokens, common) if in_cache is not None else 0
+        if not self._hybrid:
+            reach = common
+        if elsewhere is not None and elsewhere.reach(tokens, limit) > reach:
+            return self._restore_state(elsewhere, elsewhere.reach(tokens, limit))
         if not self._hybrid:
             llm.n_tokens = common  # eval() removes everything after n_tokens
             return common
-        checkpoint = self.states.best(tokens, common)
-        if checkpoint is not None and self._restore_state(checkpoint):
-            return int(llm.n_tokens)
+        if in_cache is not None:
+            return self._restore_state(in_cache, reach)
         llm.reset()
         return 0
 
-    def _save_state(self, tokens: np.ndarray[Any, Any]) -> None:
-        """Save the recurrent part of the state, which holds exactly ``tokens``.
+    def _keep_conversation(self, common: int) -> None:
+        """Save the whole state of the conversation the cache holds, when a prompt that
+        shares only ``common`` tokens with it is about to replace it.
 
-        (A hybrid model's attention cache is left out: it can be cut back, and it grows with
-        the context, where the recurrent state has a fixed size.)
+        A prompt that goes on from the end of the last prompt's history (the next turn, a
+        retry) does not leave the conversation. Otherwise the state kept is the one a
+        later turn of that conversation starts from: a transformer's cache cut back to the
+        last prompt; a hybrid's recurrent checkpoint at the end of the last prompt's
+        history, restored with the attention cache cut back to it, then saved whole.
+        """
+        import llama_cpp
+
+        llm = self._llm
+        if self._last_prompt is None or not self._attention:
+            return
+        last, history_end = self._last_prompt
+        if common >= history_end:
+            return
+        held = common_prefix(llm.input_ids[: llm.n_tokens], last)
+        if self._hybrid:
+            end = history_end
+            checkpoint = self.states.get(last[:end], standalone=False)
+            if held < end or checkpoint is None or self.states.get(last[:end], standalone=True):
+                return
+            if not self._restore_state(checkpoint, end):
+                return
+        else:
+            end = held
+            if end <= common or self.states.get(last[:end], standalone=True):
+                return
+            memory = llama_cpp.llama_get_memory(llm.ctx)
+            if not llama_cpp.llama_memory_seq_rm(memory, 0, end, -1):
+                return
+            llm.n_tokens = end
+        self._save_state(last[:end], whole=True, history=min(history_end, end))
+
+    def _save_state(
+        self, tokens: np.ndarray[Any, Any], *, whole: bool = False, history: int = -1
+    ) -> None:
+        """Save the state of the sequence, which holds exactly ``tokens``.
+
+        Unless ``whole``, only the recurrent part: a hybrid model's attention cache can be
+        cut back, and it grows with the context, where the recurrent state has a fixed size.
         """
         import llama_cpp
 
         ctx = self._llm.ctx
-        partial = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, partial))
+        flags = 0 if whole else llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags))
         if size > self.states.budget:
             return
         buffer = (ctypes.c_uint8 * size)()
-        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, buffer, size, 0, partial))
+        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, buffer, size, 0, flags))
         if written:
-            self.states.add(tokens, bytes(memoryview(buffer)[:written]))
+            data = bytes(memoryview(buffer)[:written])
+            standalone = whole or not self._attention
+            cuttable = whole and not self._hybrid
+            self.states.add(
+                tokens,
+                data,
+                flags=flags,
+                standalone=standalone,
+                cuttable=cuttable,
+                history=history,
+            )
 
-    def _restore_state(self, checkpoint: _Checkpoint) -> bool:
-        """Restore a saved recurrent state whose tokens the cache holds at its start.
+    def _restore_state(self, checkpoint: _Checkpoint, n: int) -> int:
+        """Restore a saved state so that the cache holds its first ``n`` tokens; returns
+        ``n``, or 0 when it failed (the cache is then empty).
 
-        The attention cache of a hybrid model is kept and cut back to the same position, so
-        it must hold the checkpoint's tokens: ``_reuse_cache`` asks only for such states.
+        A recurrent-only state of a hybrid model needs the attention cache to hold the
+        checkpoint's tokens at its start (``_reuse_cache`` asks only for such states): it is
+        kept and cut back to the same position. A standalone state replaces the sequence;
+        a transformer's is then cut back to ``n``.
         """
         import llama_cpp
 
         llm = self._llm
-        n = len(checkpoint.tokens)
         data = checkpoint.data
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        partial = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
         memory = llama_cpp.llama_get_memory(llm.ctx)
-        if not (
-            llama_cpp.llama_state_seq_set_data_ext(llm.ctx, buffer, len(data), 0, partial)
-            and llama_cpp.llama_memory_seq_rm(memory, 0, n, -1)
-        ):
+        restored = bool(
+            llama_cpp.llama_state_seq_set_data_ext(llm.ctx, buffer, len(data), 0, checkpoint.flags)
+        )
+        if restored and (checkpoint.cuttable or not checkpoint.standalone):
+            restored = bool(llama_cpp.llama_memory_seq_rm(memory, 0, n, -1))
+        if not restored:
             log.warning("could not restore a saved state; evaluating the prompt again")
             llm.reset()
-            return False
+            return 0
+        llm.input_ids[:n] = checkpoint.tokens[:n]
         llm.n_tokens = n
-        return True
+        return n
 
 
 def _rate(generated: int, first_token_at: float | None) -> float:

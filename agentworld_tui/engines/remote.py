@@ -452,6 +452,12 @@ class RemoteEngine:
         stop: StopReason,
         error: str,
     ) -> Finished:
+        """The last event: the split, the stats, and the output as the server sent it.
+
+        ``raw`` is the answer text as streamed; when the server sent the reasoning apart
+        (a reasoning parser), it comes first in think tags:
+        ``"<think>" + reasoning + "</think>" + content``.
+        """
         split = splitter.finish()[0]
         prompt = _int(getattr(usage, "prompt_tokens", 0)) or estimate
         evaluated = prompt
@@ -477,7 +483,15 @@ class RemoteEngine:
             stop_reason=stop,
             n_ctx=self._context_size(),
         )
-        return Finished(split.reasoning, split.observation, split.closed_reasoning, stats, error)
+        return Finished(
+            split.reasoning,
+            split.observation,
+            split.closed_reasoning,
+            stats,
+            error,
+            raw=splitter.raw,
+            extraction=split.extraction,
+        )
 
     # -- context and tokens ------------------------------------------------------------
     def _context_size(self) -> int:
