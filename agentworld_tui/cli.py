@@ -13,10 +13,13 @@ from pathlib import Path
 
 from agentworld_tui import __version__
 from agentworld_tui.launch import (
+    LEADING,
+    CommandLineParser,
     UserError,
     engine_flags,
     generation_params,
     make_engine,
+    merge_leading,
     settings_from_args,
 )
 
@@ -34,19 +37,22 @@ COMMAND_MODULES: tuple[str, ...] = (
 def build_parser(commands: bool = True) -> argparse.ArgumentParser:
     """The command line; without ``commands``, the app's flags only (no sub-command can be
     named then: ``main`` leaves them out when every word is a flag, as in a plain start)."""
-    engine = engine_flags()
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="agentworld",
-        parents=[engine],
+        parents=[engine_flags(LEADING)],
         description="Explore a language world model: type an agent's action, see the "
         "environment's predicted next state.",
     )
     parser.add_argument("--version", action="version", version=f"agentworld {__version__}")
     parser.add_argument(
-        "--session", metavar="FILE", help="open (or create) this session file and save to it"
+        "--session",
+        dest=LEADING + "session",
+        metavar="FILE",
+        help="open (or create) this session file and save to it",
     )
     if not commands:
         return parser
+    engine = engine_flags()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     predict = sub.add_parser(
@@ -197,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     flags_only = all(w.startswith("-") and not _asks_for_help(w) for w in words)
     parser = build_parser(commands=not flags_only)
     args = parser.parse_args(words)
+    problem = merge_leading(args)
+    if problem is not None:
+        parser.error(problem)
     handler = getattr(args, "handler", None) or cmd_app
     try:
         return int(handler(args))

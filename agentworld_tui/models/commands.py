@@ -306,11 +306,12 @@ def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
 
 
 def _use_model(path: str) -> None:
-    from agentworld_tui.config import load_settings, save_settings
+    from agentworld_tui.config import SettingsFileError, update_settings_file
 
-    loaded = load_settings()
-    loaded.settings.model.path = path
-    written = save_settings(loaded.settings, loaded.path)
+    try:
+        written = update_settings_file({"model.path": path, "server.url": ""})
+    except SettingsFileError as exc:
+        raise UserError(f"{path} is downloaded, but {exc}") from None
     print(f"agentworld: {written} now uses this model", file=sys.stderr)
 
 
