@@ -7,8 +7,9 @@ llama.cpp; each sub-command imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentworld_tui import __version__
@@ -93,7 +94,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from agentworld_tui.engines.turn import run_turn
     from agentworld_tui.world.action import ActionError
     from agentworld_tui.world.domain import Scenario
-    from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+    from agentworld_tui.world.sanitize import StreamSanitizer, safe_json, sanitize
     from agentworld_tui.world.session import new_session
 
     settings = settings_from_args(args)
@@ -150,7 +151,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     assert finished is not None
     if args.json:
         print(
-            json.dumps(
+            safe_json(
                 {
                     "domain": domain.name,
                     "turn": turn.number,
@@ -160,8 +161,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
                     "status": turn.status,
                     "note": turn.note,
                     "stats": turn.stats,
-                },
-                ensure_ascii=False,
+                }
             )
         )
     elif turn.observation:
@@ -196,8 +196,31 @@ def _asks_for_help(word: str) -> bool:
     return word == "-h" or (len(word) > 2 and "--help".startswith(word))
 
 
+@contextlib.contextmanager
+def sanitized_output() -> Iterator[None]:
+    """Everything the command line writes to stdout and stderr goes through a sanitizer:
+    error messages quote servers, files and the environment, and no place that prints
+    can forget to clean them. The app's own screen is drawn on ``sys.__stderr__`` and
+    bytes written to ``.buffer`` pass as they are."""
+    from agentworld_tui.world.sanitize import SanitizingWriter
+
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, SanitizingWriter):
+        sys.stdout = SanitizingWriter(sys.stdout)
+    if not isinstance(sys.stderr, SanitizingWriter):
+        sys.stderr = SanitizingWriter(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
+    with sanitized_output():
+        return _run(sys.argv[1:] if argv is None else argv)
+
+
+def _run(words: list[str]) -> int:
     # A plain start (flags only) needs no sub-command: importing their modules and building
     # their parsers would cost the first frame about 7 ms.
     flags_only = all(w.startswith("-") and not _asks_for_help(w) for w in words)

@@ -370,24 +370,30 @@ def update_settings_file(changes: dict[str, Any], path: Path | None = None) -> P
 
 
 def setup_logging(level: str = "INFO") -> Path | None:
-    """Log to a file in the data dir (llama.cpp's own messages included), never the screen."""
+    """Log to a file in the data dir (llama.cpp's own messages included), never the screen.
+
+    Every record is sanitized on its way to the file: log lines quote servers, files and
+    model output.
+    """
     import logging
 
+    from agentworld_tui.world.sanitize import SanitizingFormatter
+
     root = logging.getLogger("agentworld")
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     root.propagate = False
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
     path = log_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+        handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         root.addHandler(logging.NullHandler())
         return None
     handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s")
+        SanitizingFormatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s")
     )
     root.addHandler(handler)
     return path
