@@ -134,6 +134,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     turn = session.begin_turn(action)
     live = StreamSanitizer()
     finished: Finished | None = None
+    not_saved = ""
     try:
         for event in run_turn(
             engine, session, turn, generation_params(settings), GenerationControl()
@@ -145,7 +146,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 finished = event
     finally:
         if workspace is not None:
-            save_turn(workspace, session, turn)
+            try:
+                save_turn(workspace, session, turn)
+            except UserError as exc:
+                not_saved = f"the turn was not saved: {exc}"
+                if finished is None:  # stopped before the end: this is the last chance
+                    print(f"agentworld: {not_saved}", file=sys.stderr)
     if args.reasoning and not args.json:
         sys.stderr.write(live.finish() + "\n")
     assert finished is not None
@@ -166,10 +172,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
         )
     elif turn.observation:
         print(sanitize(turn.observation))
-    if turn.status in ("error", "no_answer"):
+    failed = turn.status in ("error", "no_answer")
+    if failed:
         print(f"agentworld: {turn.note}", file=sys.stderr)
-        return 1
-    return 0
+    if not_saved:
+        # The prediction is printed above all the same: a failed save must not lose it.
+        print(f"agentworld: {not_saved}", file=sys.stderr)
+    return 1 if failed or not_saved else 0
 
 
 def cmd_app(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,33 @@ def test_flags_before_a_sub_command_that_does_not_take_them_are_refused(
     assert refused.value.code == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert f"{argv[0]} is given before {argv[2]!r}, which does not take it" in line
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder no file can be created in, for this user (root ignores permissions, but
+    not /proc)."""
+    if os.geteuid() == 0:
+        return Path("/proc/self")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    return folder
+
+
+def test_a_failed_session_save_still_prints_the_prediction(model: Path, tmp_path: Path) -> None:
+    session = unwritable_folder(tmp_path) / "run.json"
+    result = predict("--model", str(model), "--session", str(session), "ls")
+    assert result.stdout == OBSERVATION + "\n"  # the prediction is not thrown away
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("agentworld: the turn was not saved: cannot save ")
+    assert str(session) in line and "Traceback" not in result.stderr
+    assert not session.exists()
+
+
+def test_a_failed_session_save_still_prints_the_json(model: Path, tmp_path: Path) -> None:
+    session = unwritable_folder(tmp_path) / "run.json"
+    result = predict("--model", str(model), "--session", str(session), "--json", "ls")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["observation"] == OBSERVATION
+    assert "the turn was not saved" in result.stderr
