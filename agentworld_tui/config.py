@@ -209,10 +209,12 @@ class SettingsLoad:
 
     def summary(self, limit: int = PROBLEMS_SHOWN) -> list[str]:
         """The problems in at most ``limit`` lines: the first ones, then how many more."""
+        from agentworld_tui.world.plural import counted
+
         if len(self.problems) <= limit:
             return list(self.problems)
         rest = len(self.problems) - (limit - 1)
-        more = f"... and {rest} more problem{'s' if rest != 1 else ''} in {self.path}"
+        more = f"... and {counted(rest, 'more problem', 'more problems')} in {self.path}"
         return [*self.problems[: limit - 1], more]
 
 

@@ -324,3 +324,18 @@ def test_the_served_app_gets_the_model_flags_but_not_the_server_ones() -> None:
 def test_loopback_hosts() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_a_missing_textual_serve_is_explained_with_the_pipx_command() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['textual_serve'] = None  # as in an install that lacks it\n"
+        "from agentworld_tui.cli import main\n"
+        "sys.exit(main(['serve']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "pipx inject agentworld-tui textual-serve" in line

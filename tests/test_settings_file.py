@@ -303,3 +303,15 @@ def test_a_long_or_hostile_key_is_quoted_short_and_escaped(isolated_dirs: dict) 
     config_file(isolated_dirs, '[model]\n"\\u001b]0;pwned\\u0007' + "k" * 5000 + '" = 1\n')
     (problem,) = load_settings().problems
     assert "\x1b" not in problem and "\x07" not in problem and len(problem) < 200
+
+
+def test_doctor_says_where_the_settings_file_and_the_log_are(isolated_dirs: dict) -> None:
+    done = agentworld("doctor")
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert ["config", str(settings_path()), "(none", "yet)"] in rows
+    config_file(isolated_dirs, "[model]\nthreads = 1\n")
+    done = agentworld("doctor")
+    assert any(
+        line.split() == ["config", str(settings_path())] for line in done.stdout.splitlines()
+    )
+    assert any(line.split()[:1] == ["log"] for line in done.stdout.splitlines())

@@ -21,6 +21,8 @@ import aiohttp_jinja2
 from aiohttp import WSCloseCode, web
 from textual_serve.server import Server, to_int
 
+from agentworld_tui.world.plural import counted
+
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 WILDCARDS = ("0.0.0.0", "::", "")
 
@@ -143,11 +145,11 @@ class GuardedServer(Server):
 
     async def _refuse_session(self, request: web.Request) -> web.WebSocketResponse:
         """Accept the WebSocket only to say, in the page's terminal, why no app starts."""
-        many = self.max_sessions != 1
+        verb = "is" if self.max_sessions == 1 else "are"
         message = (
-            f"agentworld serve: {self.max_sessions} session{'s are' if many else ' is'} "
-            "already open, the most this server runs at once (each loads its own copy of "
-            "the model). Close the other tab, or start serve with --max-sessions N."
+            f"agentworld serve: {counted(self.max_sessions, 'session')} {verb} already open, "
+            "the most this server runs at once (each loads its own copy of the model). "
+            "Close the other tab, or start serve with --max-sessions N."
         )
         logging.getLogger("agentworld.serve").warning("refused a session: %d open", self.sessions)
         websocket = web.WebSocketResponse()

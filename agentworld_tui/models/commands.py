@@ -346,6 +346,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from agentworld_tui.config import log_path, settings_path
     from agentworld_tui.launch import settings_from_args
     from agentworld_tui.models.cache import hub_cache_dir
     from agentworld_tui.models.fit import estimate_fit, gib, read_shape, recommend
@@ -378,6 +379,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.append(("GPU", "none visible (no nvidia-smi, or it reports no GPU)"))
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
+    out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))
+    out.append(("log", str(log_path())))
     status = 0
     if settings.server.url:
         out.append(("model", f"remote server {settings.server.url} (no local model needed)"))
