@@ -7,16 +7,20 @@ llama.cpp; each sub-command imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentworld_tui import __version__
 from agentworld_tui.launch import (
+    LEADING,
+    CommandLineParser,
     UserError,
     engine_flags,
     generation_params,
     make_engine,
+    merge_leading,
     settings_from_args,
 )
 
@@ -34,19 +38,22 @@ COMMAND_MODULES: tuple[str, ...] = (
 def build_parser(commands: bool = True) -> argparse.ArgumentParser:
     """The command line; without ``commands``, the app's flags only (no sub-command can be
     named then: ``main`` leaves them out when every word is a flag, as in a plain start)."""
-    engine = engine_flags()
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="agentworld",
-        parents=[engine],
+        parents=[engine_flags(LEADING)],
         description="Explore a language world model: type an agent's action, see the "
         "environment's predicted next state.",
     )
     parser.add_argument("--version", action="version", version=f"agentworld {__version__}")
     parser.add_argument(
-        "--session", metavar="FILE", help="open (or create) this session file and save to it"
+        "--session",
+        dest=LEADING + "session",
+        metavar="FILE",
+        help="open (or create) this session file and save to it",
     )
     if not commands:
         return parser
+    engine = engine_flags()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     predict = sub.add_parser(
@@ -87,7 +94,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from agentworld_tui.engines.turn import run_turn
     from agentworld_tui.world.action import ActionError
     from agentworld_tui.world.domain import Scenario
-    from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+    from agentworld_tui.world.sanitize import StreamSanitizer, safe_json, sanitize
     from agentworld_tui.world.session import new_session
 
     settings = settings_from_args(args)
@@ -127,6 +134,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     turn = session.begin_turn(action)
     live = StreamSanitizer()
     finished: Finished | None = None
+    not_saved = ""
     try:
         for event in run_turn(
             engine, session, turn, generation_params(settings), GenerationControl()
@@ -138,13 +146,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 finished = event
     finally:
         if workspace is not None:
-            save_turn(workspace, session, turn)
+            try:
+                save_turn(workspace, session, turn)
+            except UserError as exc:
+                not_saved = f"the turn was not saved: {exc}"
+                if finished is None:  # stopped before the end: this is the last chance
+                    print(f"agentworld: {not_saved}", file=sys.stderr)
     if args.reasoning and not args.json:
         sys.stderr.write(live.finish() + "\n")
     assert finished is not None
     if args.json:
         print(
-            json.dumps(
+            safe_json(
                 {
                     "domain": domain.name,
                     "turn": turn.number,
@@ -154,16 +167,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
                     "status": turn.status,
                     "note": turn.note,
                     "stats": turn.stats,
-                },
-                ensure_ascii=False,
+                }
             )
         )
     elif turn.observation:
         print(sanitize(turn.observation))
-    if turn.status in ("error", "no_answer"):
+    failed = turn.status in ("error", "no_answer")
+    if failed:
         print(f"agentworld: {turn.note}", file=sys.stderr)
-        return 1
-    return 0
+    if not_saved:
+        # The prediction is printed above all the same: a failed save must not lose it.
+        print(f"agentworld: {not_saved}", file=sys.stderr)
+    return 1 if failed or not_saved else 0
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -190,13 +205,39 @@ def _asks_for_help(word: str) -> bool:
     return word == "-h" or (len(word) > 2 and "--help".startswith(word))
 
 
+@contextlib.contextmanager
+def sanitized_output() -> Iterator[None]:
+    """Everything the command line writes to stdout and stderr goes through a sanitizer:
+    error messages quote servers, files and the environment, and no place that prints
+    can forget to clean them. The app's own screen is drawn on ``sys.__stderr__`` and
+    bytes written to ``.buffer`` pass as they are."""
+    from agentworld_tui.world.sanitize import SanitizingWriter
+
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, SanitizingWriter):
+        sys.stdout = SanitizingWriter(sys.stdout)
+    if not isinstance(sys.stderr, SanitizingWriter):
+        sys.stderr = SanitizingWriter(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
+    with sanitized_output():
+        return _run(sys.argv[1:] if argv is None else argv)
+
+
+def _run(words: list[str]) -> int:
     # A plain start (flags only) needs no sub-command: importing their modules and building
     # their parsers would cost the first frame about 7 ms.
     flags_only = all(w.startswith("-") and not _asks_for_help(w) for w in words)
     parser = build_parser(commands=not flags_only)
     args = parser.parse_args(words)
+    problem = merge_leading(args)
+    if problem is not None:
+        parser.error(problem)
     handler = getattr(args, "handler", None) or cmd_app
     try:
         return int(handler(args))

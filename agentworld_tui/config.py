@@ -8,7 +8,9 @@ problem is reported with its line and the defaults are used.
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -81,17 +83,57 @@ def physical_cores() -> int:
     return max(1, min(len(cores) or (usable or 1), usable or 1))
 
 
+MAX_CONTEXT = 1 << 24
+"""The largest context a setting may ask for (llama.cpp keeps it in 32 bits)."""
+MAX_THREADS = min(1024, 4 * (os.cpu_count() or 1))
+"""More threads than this only slows llama.cpp down (and tens of thousands crash it)."""
+MAX_SEED = (1 << 32) - 1
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a numeric setting accepts, both ends included."""
+
+    low: float
+    high: float
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is refused, or None when it is accepted."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number {self}"
+        if not self.low <= value <= self.high:
+            return f"must be {self}"
+        return None
+
+    def __str__(self) -> str:
+        return f"from {_plain(self.low)} to {_plain(self.high)}"
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else repr(number)
+
+
+def _bounded(default: Any, low: float, high: float) -> Any:
+    return field(default=default, metadata={"bounds": Bounds(low, high)})
+
+
+def bounds_of(section: type[Any] | Any, name: str) -> Bounds | None:
+    """The range of a numeric setting (``bounds_of(ModelSettings, "n_ctx")``)."""
+    spec = next((f for f in fields(section) if f.name == name), None)
+    return None if spec is None else spec.metadata.get("bounds")
+
+
 @dataclass
 class ModelSettings:
     """The local model: ``[model]`` in config.toml."""
 
     path: str = ""
     """A GGUF file; empty when no model is configured."""
-    n_ctx: int = 0
+    n_ctx: int = _bounded(0, 0, MAX_CONTEXT)
     """Context size; 0 picks one that fits the model and the machine."""
-    gpu_layers: int = -1
+    gpu_layers: int = _bounded(-1, -1, 4096)
     """Layers to offload; -1 = all when the llama.cpp build can offload, else 0."""
-    threads: int = 0
+    threads: int = _bounded(0, 0, MAX_THREADS)
     """CPU threads; 0 = the number of physical cores."""
 
 
@@ -104,29 +146,42 @@ class ServerSettings:
     model: str = ""
     api_key_env: str = ""
     """Name of the environment variable holding the API key (the key is never stored)."""
+    idle_timeout: float = _bounded(120.0, 1, 86400)
+    """Seconds to wait for the next piece of a reply before giving up on the server."""
 
 
 @dataclass
 class GenerationSettings:
     """Sampling and the reasoning budget: ``[generation]``."""
 
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    max_tokens: int = 32768
-    reasoning_budget: int = 0
+    temperature: float = _bounded(0.6, 0, 10)
+    top_p: float = _bounded(0.95, 0, 1)
+    top_k: int = _bounded(20, -1, 1_000_000)
+    """0 or -1: no limit."""
+    max_tokens: int = _bounded(32768, 1, MAX_CONTEXT)
+    reasoning_budget: int = _bounded(0, 0, MAX_CONTEXT)
     """Reasoning tokens per turn before the model is told to answer; 0 = no cap."""
     enable_thinking: bool = True
-    seed: int = -1
+    seed: int = _bounded(-1, -1, MAX_SEED)
+    """-1: a new random seed each time."""
 
 
 @dataclass
 class UISettings:
     """The app's own options: ``[ui]`` (the wait key's seconds, screenshots, the reasoning panel)."""
 
-    wait_seconds: float = 5.0
+    wait_seconds: float = _bounded(5.0, 0.1, 3600)
     screenshots_dir: str = ""
     show_reasoning: bool = True
+
+
+SECTIONS: dict[str, type[Any]] = {
+    "model": ModelSettings,
+    "server": ServerSettings,
+    "generation": GenerationSettings,
+    "ui": UISettings,
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass
@@ -140,6 +195,10 @@ class Settings:
     log_level: str = "INFO"
 
 
+PROBLEMS_SHOWN = 5
+"""A file with thousands of mistakes is summed up in this many lines."""
+
+
 @dataclass(frozen=True)
 class SettingsLoad:
     """Settings as read from a file, and what was wrong in it (left at its default)."""
@@ -148,25 +207,63 @@ class SettingsLoad:
     problems: list[str]
     path: Path
 
+    def summary(self, limit: int = PROBLEMS_SHOWN) -> list[str]:
+        """The problems in at most ``limit`` lines: the first ones, then how many more."""
+        from agentworld_tui.world.plural import counted
+
+        if len(self.problems) <= limit:
+            return list(self.problems)
+        rest = len(self.problems) - (limit - 1)
+        more = f"... and {counted(rest, 'more problem', 'more problems')} in {self.path}"
+        return [*self.problems[: limit - 1], more]
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """``value`` as a message quotes it: repr (controls escaped), cut to ``limit``."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return "a number with too many digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _checked(section: type[Any], key: str, value: Any) -> tuple[Any, str | None]:
+    """``value`` as the setting stores it, or the reason it cannot be used."""
+    default = getattr(section(), key)
+    wanted: type[Any] | tuple[type[Any], ...] = (
+        (int, float) if isinstance(default, float) else type(default)
+    )
+    if isinstance(default, bool) != isinstance(value, bool) or not isinstance(value, wanted):
+        return None, f"expected {type(default).__name__}, got {_shown(value)}"
+    bounds = bounds_of(section, key)
+    if bounds is not None:
+        problem = bounds.problem(value)
+        if problem is not None:
+            return None, f"{_shown(value)} {problem}"
+    return (float(value) if isinstance(default, float) else value), None
+
 
 def _apply(section: Any, values: dict[str, Any], where: str, problems: list[str]) -> Any:
-    known = {f.name: f for f in fields(section)}
+    known = {f.name for f in fields(section)}
     changes: dict[str, Any] = {}
     for key, value in values.items():
-        spec = known.get(key)
-        if spec is None:
-            problems.append(f"{where}: unknown key {key!r} (ignored)")
+        if key not in known:
+            problems.append(f"{where}: unknown key {_shown(key)} (ignored)")
             continue
-        default = getattr(section, key)
-        if isinstance(default, bool) != isinstance(value, bool) or not isinstance(
-            value, type(default) if not isinstance(default, float) else (int, float)
-        ):
-            problems.append(
-                f"{where}.{key}: expected {type(default).__name__}, got {value!r} (default used)"
-            )
+        checked, problem = _checked(type(section), key, value)
+        if problem is not None:
+            problems.append(f"{where}.{key}: {problem} (default used)")
             continue
-        changes[key] = float(value) if isinstance(default, float) else value
+        changes[key] = checked
     return replace(section, **changes)
+
+
+def _parse(raw: str) -> dict[str, Any]:
+    """Parse TOML; every way it can fail (deep nesting, a number of 5,000 digits) is a
+    ValueError whose message says where and why."""
+    try:
+        return tomllib.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def load_settings(path: Path | None = None) -> SettingsLoad:
@@ -181,68 +278,124 @@ def load_settings(path: Path | None = None) -> SettingsLoad:
     except (OSError, UnicodeDecodeError) as exc:
         return SettingsLoad(settings, [f"{path}: cannot read ({exc}); using defaults"], path)
     try:
-        data = tomllib.loads(raw)
-    except tomllib.TOMLDecodeError as exc:
+        data = _parse(raw)
+    except ValueError as exc:
         return SettingsLoad(settings, [f"{path}: {exc}; using defaults"], path)
     for key, value in data.items():
-        if key in ("model", "server", "generation", "ui"):
+        if key in SECTIONS:
             if not isinstance(value, dict):
                 problems.append(f"{path}: [{key}] must be a table (ignored)")
                 continue
             section = getattr(settings, key)
             setattr(settings, key, _apply(section, value, f"{path}: [{key}]", problems))
-        elif key == "log_level" and isinstance(value, str):
-            settings.log_level = value
+        elif key == "log_level":
+            if isinstance(value, str) and value.upper() in LOG_LEVELS:
+                settings.log_level = value.upper()
+            else:
+                problems.append(
+                    f"{path}: log_level must be one of {', '.join(LOG_LEVELS)} (default used)"
+                )
         else:
-            problems.append(f"{path}: unknown key {key!r} (ignored)")
+            problems.append(f"{path}: unknown key {_shown(key)} (ignored)")
     return SettingsLoad(settings, problems, path)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
+class SettingsFileError(Exception):
+    """The settings file cannot be changed safely; it was left as it was."""
 
 
-def dump_settings(settings: Settings) -> str:
-    lines = [f"log_level = {_toml_value(settings.log_level)}"]
-    for name in ("model", "server", "generation", "ui"):
-        section = getattr(settings, name)
-        lines.append(f"\n[{name}]")
-        lines += [f"{f.name} = {_toml_value(getattr(section, f.name))}" for f in fields(section)]
-    return "\n".join(lines) + "\n"
-
-
-def save_settings(settings: Settings, path: Path | None = None) -> Path:
-    from agentworld_tui.world.store import write_atomic
+def update_settings_file(changes: dict[str, Any], path: Path | None = None) -> Path:
+    """Set ``changes`` (``{"model.path": "m.gguf", "server.url": ""}``) in the settings file
+    and leave everything else in it as it was, byte for byte: comments, order, other keys,
+    unknown ones too. Only the keys given are written, so a flag given for one run never
+    ends up in the file. A file that cannot be parsed is refused (SettingsFileError) and
+    not touched: replacing it would lose what the user wrote.
+    """
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
 
     path = path or settings_path()
-    write_atomic(path, dump_settings(settings).encode("utf-8"))
+    checked: dict[tuple[str, str], Any] = {}
+    for dotted, value in changes.items():
+        name, _, key = dotted.partition(".")
+        section = SECTIONS.get(name)
+        if section is None or key not in {f.name for f in fields(section)}:
+            raise ValueError(f"no setting {dotted!r}")
+        stored, problem = _checked(section, key, value)
+        if problem is not None:
+            raise ValueError(f"{dotted}: {problem}")
+        checked[name, key] = stored
+    target = Path(os.path.realpath(path))
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        raw = b""
+    except OSError as exc:
+        raise SettingsFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+        _parse(text)
+        document = tomlkit.parse(text)
+    except UnicodeDecodeError:
+        raise SettingsFileError(f"{path} is not UTF-8 text; it was not changed") from None
+    except (ValueError, TOMLKitError, RecursionError) as exc:
+        raise SettingsFileError(
+            f"{path} cannot be read ({exc}); it was not changed: fix it, then try again"
+        ) from None
+    for (name, key), value in checked.items():
+        table = document.get(name)
+        if table is None:
+            if value == getattr(SECTIONS[name](), key):
+                continue  # absent already means this value
+            table = tomlkit.table()
+            document[name] = table
+        if not isinstance(table, dict):
+            raise SettingsFileError(f"{path}: [{name}] is not a table; it was not changed")
+        table[key] = value
+    updated = tomlkit.dumps(document)
+    try:
+        tomllib.loads(updated)
+    except tomllib.TOMLDecodeError as exc:  # a tomlkit fault: never write what cannot be read
+        raise SettingsFileError(f"cannot update {path} ({exc}); it was not changed") from None
+    if updated.encode("utf-8") == raw:
+        return path
+    from agentworld_tui.world.store import write_atomic
+
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode) if raw else None
+        write_atomic(target, updated.encode("utf-8"))
+        if mode is not None:
+            target.chmod(mode)
+    except OSError as exc:
+        raise SettingsFileError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 
 def setup_logging(level: str = "INFO") -> Path | None:
-    """Log to a file in the data dir (llama.cpp's own messages included), never the screen."""
+    """Log to a file in the data dir (llama.cpp's own messages included), never the screen.
+
+    Every record is sanitized on its way to the file: log lines quote servers, files and
+    model output.
+    """
     import logging
 
+    from agentworld_tui.world.sanitize import SanitizingFormatter
+
     root = logging.getLogger("agentworld")
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     root.propagate = False
     numeric = logging.getLevelName(level.upper())
     root.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
     path = log_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+        handler = logging.FileHandler(path, encoding="utf-8")
     except OSError:
         root.addHandler(logging.NullHandler())
         return None
     handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s")
+        SanitizingFormatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s")
     )
     root.addHandler(handler)
     return path

@@ -6,9 +6,20 @@ Shared by every sub-command that runs the model, and by the app.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from agentworld_tui.config import (
+    LOG_LEVELS,
+    MAX_THREADS,
+    GenerationSettings,
+    ModelSettings,
+    ServerSettings,
+    bounds_of,
+)
 
 if TYPE_CHECKING:
     from agentworld_tui.config import Settings
@@ -19,43 +30,164 @@ class UserError(Exception):
     """Bad input from the command line: printed as one line, exit code 2."""
 
 
-def engine_flags() -> argparse.ArgumentParser:
+class CommandLineParser(argparse.ArgumentParser):
+    """argparse, with a mistake on the command line said in one line instead of the
+    usage text followed by the message (sub-commands' parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+LEADING = "leading_"
+"""Prefix of the destinations of flags given before the sub-command (``merge_leading``)."""
+
+
+def number_flag(section: type[Any], key: str) -> Callable[[str], float]:
+    """An argparse type for a numeric setting: a value outside the setting's range is
+    refused when the command line is read, with the range in the message."""
+    default = getattr(section(), key)
+    kind: type[int] | type[float] = float if isinstance(default, float) else int
+    bounds = bounds_of(section, key)
+    assert bounds is not None, f"{section.__name__}.{key} has no range"
+    what = "a whole number" if kind is int else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or bounds.problem(value) is not None:
+            shown = text if len(text) <= 24 else text[:21] + "..."
+            raise argparse.ArgumentTypeError(f"{shown!r}: must be {what} {bounds}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return text.upper()
+
+
+def engine_flags(dest_prefix: str = "") -> argparse.ArgumentParser:
+    """The model, server and generation flags. Sub-commands take them as a parent; the
+    top-level parser takes a copy whose destinations start with ``dest_prefix``."""
     flags = argparse.ArgumentParser(add_help=False)
+
+    def add(group: Any, flag: str, **kwargs: Any) -> None:
+        group.add_argument(flag, dest=dest_prefix + flag[2:].replace("-", "_"), **kwargs)
+
     group = flags.add_argument_group("model")
-    group.add_argument("--model", metavar="PATH", help="GGUF model file (overrides the config)")
-    group.add_argument("--ctx", type=int, metavar="N", help="context size in tokens")
-    group.add_argument(
-        "--gpu-layers", type=int, metavar="N", help="layers to offload to the GPU (-1 = all)"
+    add(group, "--model", metavar="PATH", help="GGUF model file (overrides the config)")
+    add(
+        group,
+        "--ctx",
+        type=number_flag(ModelSettings, "n_ctx"),
+        metavar="N",
+        help="context size in tokens (0: one that fits)",
     )
-    group.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: cores)")
-    group.add_argument("--log-level", metavar="LEVEL", help="log file level (DEBUG, INFO...)")
+    add(
+        group,
+        "--gpu-layers",
+        type=number_flag(ModelSettings, "gpu_layers"),
+        metavar="N",
+        help="layers to offload to the GPU (-1 = all)",
+    )
+    add(
+        group,
+        "--threads",
+        type=number_flag(ModelSettings, "threads"),
+        metavar="N",
+        help=f"CPU threads (default: cores; at most {MAX_THREADS})",
+    )
+    add(
+        group,
+        "--log-level",
+        type=_log_level,
+        metavar="LEVEL",
+        help="log file level (DEBUG, INFO...)",
+    )
     remote = flags.add_argument_group("remote server (vLLM, SGLang, llama.cpp server)")
-    remote.add_argument(
-        "--server", metavar="URL", help="OpenAI-compatible endpoint to use instead of a local model"
+    add(
+        remote,
+        "--server",
+        metavar="URL",
+        help="OpenAI-compatible endpoint to use instead of a local model",
     )
-    remote.add_argument("--server-model", metavar="NAME", help="model name on the server")
-    remote.add_argument(
-        "--api-key-env", metavar="VAR", help="environment variable holding the API key"
+    add(remote, "--server-model", metavar="NAME", help="model name on the server")
+    add(remote, "--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    add(
+        remote,
+        "--idle-timeout",
+        type=number_flag(ServerSettings, "idle_timeout"),
+        metavar="SECONDS",
+        help="give up on a server silent this long (default 120)",
     )
     gen = flags.add_argument_group("generation")
-    gen.add_argument("--temperature", type=float)
-    gen.add_argument("--top-p", type=float)
-    gen.add_argument("--top-k", type=int)
-    gen.add_argument("--max-tokens", type=int)
-    gen.add_argument("--seed", type=int)
-    gen.add_argument(
-        "--reasoning-budget", type=int, metavar="N", help="reasoning tokens before answering"
+    add(gen, "--temperature", type=number_flag(GenerationSettings, "temperature"), metavar="T")
+    add(gen, "--top-p", type=number_flag(GenerationSettings, "top_p"), metavar="P")
+    add(gen, "--top-k", type=number_flag(GenerationSettings, "top_k"), metavar="K")
+    add(gen, "--max-tokens", type=number_flag(GenerationSettings, "max_tokens"), metavar="N")
+    add(gen, "--seed", type=number_flag(GenerationSettings, "seed"), metavar="N", help="-1: random")
+    add(
+        gen,
+        "--reasoning-budget",
+        type=number_flag(GenerationSettings, "reasoning_budget"),
+        metavar="N",
+        help="reasoning tokens before answering (0: no cap)",
     )
-    gen.add_argument(
+    add(
+        gen,
         "--no-thinking",
         action="store_true",
         help="answer without reasoning (faster, lower quality)",
     )
+    if not dest_prefix:
+        flags.set_defaults(takes_engine_flags=True)
     return flags
 
 
+def merge_leading(args: argparse.Namespace) -> str | None:
+    """Move the flags given before the sub-command (``agentworld --server URL predict``)
+    to the sub-command, which takes them as its own; a flag the sub-command gave itself
+    wins. Returns why a flag cannot be used by the sub-command, or None."""
+    leading = {
+        dest[len(LEADING) :]: value
+        for dest, value in vars(args).items()
+        if dest.startswith(LEADING)
+    }
+    for name in leading:
+        delattr(args, LEADING + name)
+    command = getattr(args, "command", None)
+    refused: list[str] = []
+    for name, value in leading.items():
+        if command is None:
+            setattr(args, name, value)
+            continue
+        if value is None or value is False:
+            continue
+        engine_flag = name != "session"
+        takes = hasattr(args, name) and (
+            not engine_flag or getattr(args, "takes_engine_flags", False)
+        )
+        if not takes:
+            refused.append("--" + name.replace("_", "-"))
+        elif getattr(args, name) in (None, False):
+            setattr(args, name, value)
+    if not refused:
+        return None
+    many = len(refused) > 1
+    return (
+        f"{', '.join(refused)} {'are' if many else 'is'} given before {command!r}, "
+        f"which does not take {'them' if many else 'it'}"
+    )
+
+
 settings_problems: list[str] = []
-"""What was wrong with the settings file last read (the app shows these too)."""
+"""What was wrong with the settings file last read, summed up in a few lines (the app
+shows each as a notification)."""
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -63,10 +195,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
     loaded = load_settings()
     settings = loaded.settings
-    settings_problems[:] = loaded.problems
-    for problem in loaded.problems:
+    settings_problems[:] = loaded.summary()
+    for problem in settings_problems:
         print(f"agentworld: config: {problem}", file=sys.stderr)
-    if args.model:
+    if getattr(args, "model", None):
         settings.model.path = args.model
     for flag, attr in (("ctx", "n_ctx"), ("gpu_layers", "gpu_layers"), ("threads", "threads")):
         value = getattr(args, flag, None)
@@ -83,11 +215,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("server", "url"),
         ("server_model", "model"),
         ("api_key_env", "api_key_env"),
+        ("idle_timeout", "idle_timeout"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
             setattr(settings.server, attr, value)
-    if args.log_level:
+    if getattr(args, "log_level", None):
         settings.log_level = args.log_level
     setup_logging(settings.log_level)
     return settings
@@ -113,8 +246,11 @@ def make_engine(settings: Settings) -> Engine:
         from agentworld_tui.engines.remote import RemoteEngine
 
         s = settings.server
+        extra: dict[str, Any] = {}
+        if "idle_timeout" in inspect.signature(RemoteEngine).parameters:
+            extra["idle_timeout"] = s.idle_timeout
         return RemoteEngine(
-            s.url, model=s.model, api_key_env=s.api_key_env, n_ctx=settings.model.n_ctx
+            s.url, model=s.model, api_key_env=s.api_key_env, n_ctx=settings.model.n_ctx, **extra
         )
     m = settings.model
     if not m.path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,139 @@ def test_help_still_lists_every_sub_command(word: str, capsys: pytest.CaptureFix
     shown = capsys.readouterr().out
     for command in ("predict", "export", "demo", "serve", "models", "doctor", "bench"):
         assert command in shown
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--ctx", "-5"),
+        ("--ctx", "99999999999"),
+        ("--gpu-layers", "-2"),
+        ("--threads", "70000"),
+        ("--threads", "-1"),
+        ("--temperature", "nan"),
+        ("--temperature", "-1"),
+        ("--temperature", "inf"),
+        ("--top-p", "1.5"),
+        ("--top-k", "-5"),
+        ("--max-tokens", "0"),
+        ("--max-tokens", "-3"),
+        ("--seed", "-2"),
+        ("--seed", "4294967296"),
+        ("--reasoning-budget", "-1"),
+        ("--idle-timeout", "0"),
+        ("--ctx", "1" * 5000),
+        ("--max-tokens", "many"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_when_the_line_is_read(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentworld_tui.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["predict", "--model", "unused.gguf", flag, value, "ls"])
+    assert refused.value.code == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"agentworld predict: argument {flag}: ")
+    assert "must be" in line and " from " in line and len(line) < 200
+    assert captured.out == ""
+
+
+def test_numbers_in_range_are_accepted() -> None:
+    from agentworld_tui.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            *("predict", "--ctx", "0", "--threads", "1", "--temperature", "0", "--top-p", "1"),
+            *("--top-k", "-1", "--max-tokens", "1", "--seed", "-1", "--gpu-layers", "-1"),
+            *("--idle-timeout", "2.5", "--log-level", "debug", "ls"),
+        ]
+    )
+    assert (args.ctx, args.threads, args.temperature, args.max_tokens) == (0, 1, 0.0, 1)
+    assert (args.seed, args.idle_timeout, args.log_level) == (-1, 2.5, "DEBUG")
+
+
+OK_REPLY = "<predicted_observation>\nfrom the server\n</predicted_observation>"
+
+
+@pytest.mark.parametrize("order", ["flags first", "command first"])
+def test_engine_flags_work_before_and_after_the_sub_command(order: str) -> None:
+    from faultserver import FaultServer, Reply
+
+    with FaultServer(default=Reply(content=[OK_REPLY])) as server:
+        flags = ["--server", server.url, "--max-tokens", "9", "--temperature", "0.25"]
+        argv = [*flags, "predict", "ls"] if order == "flags first" else ["predict", *flags, "ls"]
+        result = subprocess.run(
+            [sys.executable, "-m", "agentworld_tui", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "from the server\n"
+        (request,) = server.chat_requests()
+        assert request.body["max_tokens"] == 9 and request.body["temperature"] == 0.25
+
+
+def test_the_sub_command_s_own_flag_wins_over_one_given_before_it() -> None:
+    from agentworld_tui.cli import build_parser
+    from agentworld_tui.launch import merge_leading
+
+    args = build_parser().parse_args(
+        ["--temperature", "0.1", "--seed", "4", "predict", "--temperature", "0.9", "ls"]
+    )
+    assert merge_leading(args) is None
+    assert (args.temperature, args.seed) == (0.9, 4)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--server", "http://x/v1", "models", "list"],
+        ["--max-tokens", "7", "export", "s.json", "--format", "json"],
+        ["--session", "s.json", "models", "path", "tiny"],
+    ],
+)
+def test_flags_before_a_sub_command_that_does_not_take_them_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentworld_tui.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{argv[0]} is given before {argv[2]!r}, which does not take it" in line
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder no file can be created in, for this user (root ignores permissions, but
+    not /proc)."""
+    if os.geteuid() == 0:
+        return Path("/proc/self")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    return folder
+
+
+def test_a_failed_session_save_still_prints_the_prediction(model: Path, tmp_path: Path) -> None:
+    session = unwritable_folder(tmp_path) / "run.json"
+    result = predict("--model", str(model), "--session", str(session), "ls")
+    assert result.stdout == OBSERVATION + "\n"  # the prediction is not thrown away
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("agentworld: the turn was not saved: cannot save ")
+    assert str(session) in line and "Traceback" not in result.stderr
+    assert not session.exists()
+
+
+def test_a_failed_session_save_still_prints_the_json(model: Path, tmp_path: Path) -> None:
+    session = unwritable_folder(tmp_path) / "run.json"
+    result = predict("--model", str(model), "--session", str(session), "--json", "ls")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["observation"] == OBSERVATION
+    assert "the turn was not saved" in result.stderr

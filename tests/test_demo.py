@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from test_wheel import wheel  # noqa: F401  (the built wheel, a fixture)
 
 from agentworld_tui.cli import main
 from agentworld_tui.commands.demo import DemoScriptError, load_demo
@@ -159,3 +160,69 @@ def test_shipped_example_script_is_valid() -> None:
         scenario = next(s for s in load_scenarios(tab.domain)[0] if s.name == tab.scenario)
         for action in tab.actions:  # every action is one its tab accepts
             DOMAINS[tab.domain].parse_action(action.text, scenario)
+
+
+def test_the_shipped_examples_are_valid_and_listed() -> None:
+    from agentworld_tui.commands.demo import SHIPPED_DEMOS, shipped_demo
+
+    folder = shipped_demo(SHIPPED_DEMOS[0]).parent
+    assert sorted(p.stem for p in folder.glob("*.toml")) == sorted(SHIPPED_DEMOS)
+    for name in SHIPPED_DEMOS:
+        script = load_demo(shipped_demo(name))
+        assert script.steps > 0
+        for tab in script.tabs:
+            scenario = next(s for s in load_scenarios(tab.domain)[0] if s.name == tab.scenario)
+            for action in tab.actions:
+                DOMAINS[tab.domain].parse_action(action.text, scenario)
+
+
+def test_a_shipped_example_is_played_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentworld_tui.commands.demo import demo_script_path, shipped_demo
+
+    monkeypatch.chdir(tmp_path)
+    assert demo_script_path("tour") == shipped_demo("tour")
+    # Found and checked: what stops it now is the missing model, not a missing file.
+    assert main(["demo", "tour"]) == 2
+    assert "no model configured" in capsys.readouterr().err
+    (tmp_path / "tour").write_text("# a file of that name wins\n", encoding="utf-8")
+    assert demo_script_path("tour") == Path("tour")
+    assert main(["demo", "nosuch"]) == 2
+    assert "nosuch: no such file" in capsys.readouterr().err
+
+
+def test_demo_help_explains_the_format_and_the_examples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import tomllib
+
+    from agentworld_tui.commands.demo import SHIPPED_DEMOS, parse_demo
+
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    shown = capsys.readouterr().out
+    for part in ("[[tab]]", "chars_per_second", "start_pause", "press", "scenario"):
+        assert part in shown
+    for name in SHIPPED_DEMOS:
+        assert f"agentworld demo {name} --model" in shown
+    # The format shown is itself a script that plays.
+    example = shown.split("A demo script is a TOML file:\n", 1)[1].split("\nAn action", 1)[0]
+    script = parse_demo(tomllib.loads(example), "the help's example")
+    assert script.tabs[0].domain == "terminal" and script.steps == 3
+
+
+def test_the_wheel_ships_the_examples_and_textual_serve(wheel: Path) -> None:  # noqa: F811
+    import zipfile
+
+    from agentworld_tui.commands.demo import SHIPPED_DEMOS
+
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    assert {f"agentworld_tui/demos/{n}.toml" for n in SHIPPED_DEMOS} <= names
+    metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    requires = [
+        line for line in metadata.decode().splitlines() if line.startswith("Requires-Dist:")
+    ]
+    assert any("textual-serve" in line and "extra ==" not in line for line in requires)
+    assert any(line.startswith("Requires-Dist: tomlkit") for line in requires)

@@ -1,21 +1,7 @@
 """``agentworld demo SCRIPT``: play a scripted run into the real app, typing at a human
 pace, so a screen recorder captures a clean take; ``--screenshots DIR`` saves an SVG after
-each action.
-
-A demo script is TOML::
-
-    chars_per_second = 14   # typing speed (--cps overrides)
-    pause = 2.0             # seconds to hold after each turn
-    start_pause = 1.0       # before the first key
-
-    [[tab]]
-    domain = "terminal"
-    scenario = "python-project"          # optional: one of the domain's ready scenarios
-    actions = [
-      "ls -la",                          # typed, then sent with the tab's send key
-      { type = "git status", pause = 4 },
-      { type = "vim notes.txt", press = ["f2"] },   # these keys instead of the send key
-    ]
+each action. The script's format is ``SCRIPT_FORMAT`` (shown by ``demo --help``); examples
+ship in ``agentworld_tui/demos`` and are played by name (``agentworld demo tour``).
 """
 
 from __future__ import annotations
@@ -38,6 +24,34 @@ DEFAULT_CPS = 14.0
 DEFAULT_PAUSE = 1.5
 MAX_PAUSE = 600.0
 DEFAULT_SIZE = (132, 40)
+SHIPPED_DEMOS = ("tour", "terminal-tour")
+"""The example scripts in agentworld_tui/demos, played by name."""
+
+SCRIPT_FORMAT = """\
+A demo script is a TOML file:
+
+  chars_per_second = 14        # typing speed (--cps overrides; 0: all at once)
+  pause = 2.0                  # seconds to hold after each turn (0 to 600)
+  start_pause = 1.0            # seconds before the first key
+
+  [[tab]]                      # one table per tab, played in order
+  domain = "terminal"          # terminal, mcp, web, android, search, swe or os
+  scenario = "python-project"  # optional: one of the domain's ready scenarios
+  actions = [
+    "ls -la",                                    # typed, then sent with the tab's send key
+    { type = "git status", pause = 4 },          # its own pause after the turn
+    { type = "cd src", press = ["f2"] },         # keys (enter, f2, ctrl+s...) instead of
+                                                 # the tab's send key
+  ]
+
+An action is written as the tab takes it: a command line, a JSON tool call for MCP,
+Search and SWE ('{"name": ..., "arguments": {...}}'), an action call for Web and
+Android, Python for OS. Every turn is awaited to its end before the next action.
+
+Shipped examples, played by name instead of a file:
+  agentworld demo tour --model MODEL.gguf             one action in each of four tabs
+  agentworld demo terminal-tour --model MODEL.gguf    a terminal session
+"""
 
 
 class DemoScriptError(ValueError):
@@ -160,6 +174,21 @@ def parse_demo(data: dict[str, Any], source: str = "demo script") -> DemoScript:
     )
 
 
+def shipped_demo(name: str) -> Path:
+    """The path of the example script ``name`` that ships with the app."""
+    from importlib import resources
+
+    return Path(str(resources.files("agentworld_tui").joinpath("demos", f"{name}.toml")))
+
+
+def demo_script_path(text: str) -> Path:
+    """SCRIPT as given: a file, or the name of a shipped example when no such file exists."""
+    path = Path(text).expanduser()
+    if text in SHIPPED_DEMOS and not path.exists():
+        return shipped_demo(text)
+    return path
+
+
 def load_demo(path: Path) -> DemoScript:
     try:
         raw = path.read_text(encoding="utf-8")
@@ -193,8 +222,14 @@ def register(
         help="play a demo script into the app (for screen recordings)",
         description="Play a demo script (TOML: per tab, the actions to type and the pauses) "
         "into the real app at a human typing pace, waiting for every turn to finish.",
+        epilog=SCRIPT_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("script", metavar="SCRIPT", help="the demo script (.toml)")
+    parser.add_argument(
+        "script",
+        metavar="SCRIPT",
+        help=f"the demo script (.toml), or a shipped example: {', '.join(SHIPPED_DEMOS)}",
+    )
     parser.add_argument(
         "--screenshots", metavar="DIR", help="save an SVG of the screen after each action here"
     )
@@ -229,7 +264,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from agentworld_tui.launch import make_engine, settings_from_args
 
     try:
-        script = load_demo(Path(args.script))
+        script = load_demo(demo_script_path(args.script))
     except DemoScriptError as exc:
         raise UserError(str(exc)) from None
     if args.cps is not None:

@@ -348,11 +348,12 @@ def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
 
 
 def _use_model(path: str) -> None:
-    from agentworld_tui.config import load_settings, save_settings
+    from agentworld_tui.config import SettingsFileError, update_settings_file
 
-    loaded = load_settings()
-    loaded.settings.model.path = path
-    written = save_settings(loaded.settings, loaded.path)
+    try:
+        written = update_settings_file({"model.path": path, "server.url": ""})
+    except SettingsFileError as exc:
+        raise UserError(f"{path} is downloaded, but {exc}") from None
     print(f"agentworld: {written} now uses this model", file=sys.stderr)
 
 
@@ -387,6 +388,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from agentworld_tui.config import log_path, settings_path
     from agentworld_tui.launch import settings_from_args
     from agentworld_tui.models.cache import hub_cache_dir
     from agentworld_tui.models.fit import estimate_fit, gib, read_shape, recommend
@@ -419,6 +421,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.append(("GPU", "none visible (no nvidia-smi, or it reports no GPU)"))
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
+    out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))
+    out.append(("log", str(log_path())))
     status = 0
     if settings.server.url:
         out.append(("model", f"remote server {settings.server.url} (no local model needed)"))

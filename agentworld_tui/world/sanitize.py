@@ -7,7 +7,11 @@ removed before display; tabs and newlines stay.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 # ESC-introduced sequences: CSI, OSC/DCS/SOS/PM/APC strings (terminated by BEL or ST; an
 # unterminated one ends at the line's end), and two-byte escapes. The 8-bit C1 forms are
@@ -80,3 +84,63 @@ def _is_complete(tail: str) -> bool:
     if seq[:2] in ("\x1b]", "\x1bP", "\x1bX", "\x1b^", "\x1b_") or seq[0] in "\x90\x98\x9d\x9e\x9f":
         return seq.endswith(("\x07", "\x1b\\", "\x9c"))
     return len(seq) >= 2 and "0" <= seq[-1] <= "~"
+
+
+def sanitize_output(text: str) -> str:
+    """``sanitize`` for text written to a terminal by the command line.
+
+    A carriage return that starts the text stays: that is how a progress line redraws
+    itself in place. Anywhere else it is treated as ``sanitize`` treats it.
+    """
+    if text.startswith("\r") and not text.startswith("\r\n"):
+        return "\r" + sanitize(text[1:])
+    return sanitize(text)
+
+
+# Characters json.dumps(ensure_ascii=False) writes as they are although a terminal acts on
+# them (DEL, C1 controls, bidi marks, line separators), and lone surrogates, which cannot
+# be encoded at all.
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
+)
+
+
+def safe_json(value: object) -> str:
+    """``value`` as JSON text that is safe to print: lossless, and still valid JSON.
+
+    Non-ASCII text stays readable; only the characters a terminal could act on are
+    written as ``\\uXXXX`` escapes (json.dumps already escapes the C0 controls).
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+class SanitizingWriter:
+    """A text stream that sanitizes everything written through it (``sanitize_output``).
+
+    The command line puts one in front of ``sys.stdout`` and ``sys.stderr``, so no place
+    that prints can forget to clean what it prints. Anything else, ``buffer`` included
+    (bytes written there pass untouched), is the wrapped stream's own.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.wrapped = stream
+
+    def write(self, text: str) -> int:
+        self.wrapped.write(sanitize_output(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+class SanitizingFormatter(logging.Formatter):
+    """Log records as ``logging.Formatter`` writes them, then sanitized: a message that
+    quotes a server or a file cannot put escape sequences into the log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return sanitize(super().format(record))
