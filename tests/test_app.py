@@ -259,7 +259,10 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
             from agentworld_tui.engines.remote import RemoteEngine
 
             await asyncio.wait_for(app.tabs_ready.wait(), 30)
-            app.simulator.queue.engine, app.simulator.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+            app.simulator.queue.engine, app.simulator.engine_error = (
+                RemoteEngine("http://127.0.0.1:9"),
+                "",
+            )
             assert tab.frames._local
             assert tab.send(tab.domain.make_action([command("ls")]))  # (the queue has none)
             assert not tab.frames._local
@@ -285,7 +288,10 @@ async def test_a_frame_due_as_the_app_closes_draws_nothing() -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         tab = pane(app)
-        app.simulator.queue.engine, app.simulator.engine_error = RemoteEngine("http://127.0.0.1:9"), ""
+        app.simulator.queue.engine, app.simulator.engine_error = (
+            RemoteEngine("http://127.0.0.1:9"),
+            "",
+        )
         assert tab.send(tab.domain.make_action([command("ls")]))  # the queue has no model
         tab.frames._next_frame = time.monotonic() + 3600  # the frame comes after it closed
         run = tab.run
@@ -381,7 +387,9 @@ async def test_live_counters_are_drawn_with_the_frame_that_changed_them() -> Non
         await pilot.pause()
         tab = pane(app)
         status = app.query_one(StatusBar)
-        tab.draw(TurnUpdate("thinking on", generated=4321, reasoning_tokens=4321, phase="reasoning"))
+        tab.draw(
+            TurnUpdate("thinking on", generated=4321, reasoning_tokens=4321, phase="reasoning")
+        )
         assert tab.reasoning.view.text == "thinking on"
         shown = status.render_line(0).text  # as drawn, before any message is handled
         assert "4,321 tok" in shown and "reasoning 4,321" in shown

@@ -60,9 +60,7 @@ def idle(app: AgentWorldApp, turns: int) -> Callable[[], bool]:
 async def switch_model(app: AgentWorldApp, path: Path) -> None:
     """Swap the engine as the model picker does (the running app keeps its panes)."""
     loaded = asyncio.Event()
-    engine = LlamaEngine(path, threads=2)
-    app.engine = engine
-    app.queue.switch(engine, lambda _: None, lambda _: app.call_from_thread(loaded.set))
+    app.loading.switch(LlamaEngine(path, threads=2), lambda _error: loaded.set())
     await asyncio.wait_for(loaded.wait(), 60)
 
 
@@ -176,7 +174,8 @@ async def test_a_whole_state_tab_redraws_each_branch_from_its_own_states(
         action = desktop.domain.parse_action("pyautogui.click(1, 2)", desktop.session.scenario)
         assert desktop.send(action)
         await wait_for(pilot, idle(app, 1))
-        assert screen_text(app).splitlines() == ["alpha output", "$"]
+        clicked = "› pyautogui.click(1, 2)"  # the action stays above the state it led to
+        assert screen_text(app).splitlines() == [clicked, "alpha output", "$"]
         await switch_model(app, beta)
         assert isinstance(app.focused, TextArea)  # F7 must reach the app past the editor
         await pilot.press("f7")
@@ -191,13 +190,13 @@ async def test_a_whole_state_tab_redraws_each_branch_from_its_own_states(
         session = desktop.session
         assert session.branch_id == 2
         assert session.turns[0].action.payload["code"] == "pyautogui.click(3, 4)"
-        assert screen_text(app).splitlines() == ["beta output", "$"]
+        assert screen_text(app).splitlines() == ["› pyautogui.click(3, 4)", "beta output", "$"]
         await pilot.press("f7")
         await wait_for(pilot, lambda: isinstance(app.screen, BranchesScreen))
         await pilot.press("right", "escape")
         await pilot.pause()
         assert session.branch_id == 1
-        assert screen_text(app).splitlines() == ["alpha output", "$"]
+        assert screen_text(app).splitlines() == [clicked, "alpha output", "$"]
 
 
 async def test_history_screen_refuses_while_a_turn_runs_and_on_an_empty_tab(
@@ -284,7 +283,7 @@ async def test_replay_shows_recorded_and_predicted_with_a_diff_then_carries_on(
         assert replay.view("recorded").text == "notes.txt  src\n$"
 
         await pilot.press("n")
-        await wait_for(pilot, lambda: 1 in replay.latest and replay.job is None)
+        await wait_for(pilot, lambda: 1 in replay.latest and replay.run is None)
         step = replay.latest[1]
         assert step.turn.observation == "alpha output\n$"
         assert replay.view("predicted").text == "alpha output\n$"
@@ -299,7 +298,7 @@ async def test_replay_shows_recorded_and_predicted_with_a_diff_then_carries_on(
         assert replay.replay.session.prompt(step.turn).messages == sample.conversation()
 
         await pilot.press("n")
-        await wait_for(pilot, lambda: 2 in replay.latest and replay.job is None)
+        await wait_for(pilot, lambda: 2 in replay.latest and replay.run is None)
         assert replay.view("recorded").text == "buy milk\n$"
         second = replay.replay.session.prompt(replay.latest[2].turn).messages
         assert second[1:3] == [
@@ -352,12 +351,13 @@ async def test_picker_loads_history_upto_a_turn_and_reports_bad_paths(
         assert "2 recorded turns" in str(picker.query_one("#problem").render())
         picker.query_one("#upto", Input).value = "1"
         await pilot.press("ctrl+l")
-        # The tab already has a turn of its own: the app asks before replacing it.
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen")
-        await pilot.click("#yes")
+        # The tab already had a turn of its own: it is kept as a saved session, and said so.
         await wait_for(pilot, lambda: pane(app).session.turns[0].observation == responses[0])
         assert len(pane(app).session.turns) == 1
         assert pane(app).session.turns[0].note == "recorded"
+        kept = [s for s in app.library.entries() if "replaced" in s.name]
+        assert len(kept) == 1 and kept[0].turns == 1
+        assert any("kept in the session browser" in n.message for n in app._notifications)
 
 
 async def test_screenshot_key_saves_an_svg_and_says_where(

@@ -74,7 +74,7 @@ async def test_bad_calls_are_refused_next_to_the_field_and_nothing_is_sent(
 
         await pilot.pause()
         assert pane.session.turns == []
-        assert not pane.busy and app.queue.waiting() == []
+        assert not pane.busy and app.simulator.waiting() == []
 
         pane.pick("read_text_file")  # a good call clears the marks and goes out
         assert error_text(pane) == "" and not pane.tool_name.has_class("-invalid")

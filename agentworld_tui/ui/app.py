@@ -137,13 +137,7 @@ class AgentWorldApp(App[int]):
         active = self.active_pane
         error = self.files.save([p.session for p in panes], active.session if active else None)
         if error:
-            self.notify(
-                f"{error}. Your turns are still here; free some space and they are saved "
-                "with the next turn.",
-                title="Not saved",
-                severity="error",
-                timeout=20,
-            )
+            self.notify(error + ".", title="Not saved", severity="error", timeout=20)
         return error
 
     def notify(self, message: str, *, title: str = "", **kwargs: object) -> None:  # type: ignore[override]

@@ -101,20 +101,33 @@ class ModelLoading:
             app.notify(str(exc), severity="error")
             return
         self._remember()
+        self.switch(engine)
+
+    def switch(self, engine: Engine, then: Callable[[str | None], None] | None = None) -> None:
+        """Load ``engine`` in place of the current one; ``then`` is told the outcome on
+        the app's thread once the status line says it."""
+        app = self.app
         app.model_ready.clear()
         self.model = StatusInfo(model=engine.info.name, phase="loading model")
-        app.simulator.load(
-            self._on_engine(self._phase), self._on_engine(self._loaded), engine=engine
-        )
+
+        def loaded(error: str | None) -> None:
+            self._loaded(error)
+            if then is not None:
+                then(error)
+
+        app.simulator.load(self._on_engine(self._phase), self._on_engine(loaded), engine=engine)
         app.show_status()
 
     def _remember(self) -> None:
-        from agentworld_tui.config import save_settings
+        """Only the model's keys of the settings file change; flags given for this run
+        are never written."""
+        from agentworld_tui.config import SettingsFileError, update_settings_file
 
+        path = self.app.settings.model.path
         try:
-            save_settings(self.app.settings)
-        except OSError as exc:
-            self.app.notify(f"could not save the settings: {exc}", severity="warning")
+            update_settings_file({"model.path": path, "server.url": ""})
+        except (SettingsFileError, OSError) as exc:
+            self.app.notify(f"The model is used but not saved: {exc}", severity="warning")
 
     # -- from the engine's thread -------------------------------------------------------
     def _on_engine(self, callback: Callable[..., object]) -> Callable[..., None]:

@@ -138,6 +138,8 @@ class StartUp:
         def answer(yes: bool | None) -> None:
             if yes:
                 self.apply(workspace)
+            else:
+                workspace.close()  # stays in the session browser, for another program too
 
         turns = workspace.turn_count
         tabs = len(workspace.tabs)

@@ -308,6 +308,7 @@ def quit(app: AgentWorldApp) -> None:
         def answer(yes: bool | None) -> None:
             if yes:
                 app.simulator.close()
+                app.files.close()
                 app.exit(0)
 
         app.push_screen(
@@ -321,4 +322,5 @@ def quit(app: AgentWorldApp) -> None:
         )
         return
     app.simulator.close()
+    app.files.close()
     app.exit(0)
