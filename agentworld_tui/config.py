@@ -16,7 +16,11 @@ from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentworld_tui.engines.base import GenerationParams
+    from agentworld_tui.engines.factory import EngineSpec
 
 APP_NAME = "agentworld-tui"
 
@@ -193,6 +197,40 @@ class Settings:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     ui: UISettings = field(default_factory=UISettings)
     log_level: str = "INFO"
+    problems: list[str] = field(default_factory=list, compare=False)
+    """What was wrong with the settings file these came from (summed up), to show."""
+
+    def engine_spec(self) -> EngineSpec:
+        """The engine these settings name, as a value the engines' factory takes."""
+        from agentworld_tui.engines.factory import EngineSpec
+
+        m, s = self.model, self.server
+        if s.url:
+            return EngineSpec(
+                server=s.url,
+                model=s.model,
+                api_key_env=s.api_key_env,
+                n_ctx=m.n_ctx,
+                idle_timeout=s.idle_timeout,
+            )
+        return EngineSpec(
+            model_path=m.path, n_ctx=m.n_ctx, gpu_layers=m.gpu_layers, threads=m.threads
+        )
+
+    def generation_params(self) -> GenerationParams:
+        """The generation settings as a value the simulator takes."""
+        from agentworld_tui.engines.base import GenerationParams
+
+        g = self.generation
+        return GenerationParams(
+            temperature=g.temperature,
+            top_p=g.top_p,
+            top_k=g.top_k,
+            max_tokens=g.max_tokens,
+            reasoning_budget=g.reasoning_budget,
+            enable_thinking=g.enable_thinking,
+            seed=g.seed,
+        )
 
 
 PROBLEMS_SHOWN = 5

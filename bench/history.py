@@ -105,7 +105,7 @@ def play(path: Path, turns: int, n_ctx: int, detour: str = "") -> list[dict[str,
     from agentworld_tui.domains.terminal import command
     from agentworld_tui.engines.base import GenerationControl, GenerationParams, PromptProgress
     from agentworld_tui.engines.llama import LlamaEngine
-    from agentworld_tui.engines.turn import run_turn
+    from agentworld_tui.simulator import run_turn
     from agentworld_tui.world.context import history_budget
     from agentworld_tui.world.prompts import load_scenarios
     from agentworld_tui.world.session import new_session
@@ -220,7 +220,7 @@ class Conversation:
     def play(self, turn: Any, previous: list[int], label: str) -> tuple[dict[str, Any], list[int]]:
         """Run ``turn``; "new" is counted against ``previous`` (a prompt's tokens)."""
         from agentworld_tui.engines.base import GenerationControl
-        from agentworld_tui.engines.turn import run_turn
+        from agentworld_tui.simulator import run_turn
 
         for _event in run_turn(self.engine, self.session, turn, self.params, GenerationControl()):
             pass

@@ -309,7 +309,7 @@ class RawLlama:
 
 async def on_engine_thread(app: Any, call: Any, *args: Any) -> Any:
     """``call(*args)``'s result, run on the app's engine thread (see the module's docstring)."""
-    from agentworld_tui.engines.queue import CallJob
+    from agentworld_tui.simulator.queue import CallJob
 
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()

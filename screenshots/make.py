@@ -30,7 +30,7 @@ from ggufgen import split_script, write_scripted_model  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 from textual.widgets import DataTable, Input, TextArea  # noqa: E402
 
-from agentworld_tui.commands.demo import DemoAction, DemoScript, DemoTab  # noqa: E402
+from agentworld_tui.cli.demo import DemoAction, DemoScript, DemoTab  # noqa: E402
 from agentworld_tui.config import Settings  # noqa: E402
 from agentworld_tui.domains import DOMAINS  # noqa: E402
 from agentworld_tui.engines.llama import LlamaEngine  # noqa: E402

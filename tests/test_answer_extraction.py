@@ -18,7 +18,7 @@ from test_engine_llama import collect
 from agentworld_tui.domains.mcp import McpDomain
 from agentworld_tui.engines.base import GenerationControl, GenerationParams
 from agentworld_tui.engines.remote import RemoteEngine
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.session import Session, new_session
 

@@ -16,7 +16,7 @@ from test_app import make_app, pane, turn_done, wait_for
 from textual.screen import Screen
 from textual.widgets import Input, RadioButton
 
-from agentworld_tui.engines.queue import CallJob, EngineQueue
+from agentworld_tui.simulator.queue import CallJob, EngineQueue
 
 VERDICT = {
     "strengths": ["echoes the command"],
@@ -107,7 +107,7 @@ async def test_a_judge_model_of_its_own_decodes_on_the_engine_thread(
     model: Path, tmp_path: Path
 ) -> None:
     # A second decoding thread would give llama.cpp a second OpenMP pool: every pool
-    # thread would then sleep at each barrier (engines/queue.py).
+    # thread would then sleep at each barrier (simulator/queue.py).
     judge = write_scripted_model(tmp_path / "judge.gguf", SCRIPT)
     loads = Loads()
     engine_log = logging.getLogger("agentworld.engine")

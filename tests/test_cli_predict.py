@@ -277,7 +277,7 @@ def test_engine_flags_work_before_and_after_the_sub_command(order: str) -> None:
 
 def test_the_sub_command_s_own_flag_wins_over_one_given_before_it() -> None:
     from agentworld_tui.cli import build_parser
-    from agentworld_tui.launch import merge_leading
+    from agentworld_tui.cli.launch import merge_leading
 
     args = build_parser().parse_args(
         ["--temperature", "0.1", "--seed", "4", "predict", "--temperature", "0.9", "ls"]

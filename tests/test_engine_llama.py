@@ -24,7 +24,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
 )
 from agentworld_tui.engines.llama import CLOSE_REASONING, LlamaEngine, common_prefix
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import Session
 

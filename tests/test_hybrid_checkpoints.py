@@ -33,7 +33,7 @@ from test_hybrid_cache import conversation, last_logits
 
 from agentworld_tui.engines.base import Finished, GenerationControl, GenerationParams
 from agentworld_tui.engines.llama import LlamaEngine, common_prefix
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.session import Session, Turn
 
 TARGET = 1.1

@@ -12,21 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentworld_tui.domains import DOMAINS, get_domain
-from agentworld_tui.engines.judge import JUDGE_PARAMS, JudgeSettings, run_judge
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.engines.remote import RemoteEngine
+from agentworld_tui.judging.judge import JUDGE_PARAMS, JudgeSettings, run_judge
+from agentworld_tui.judging.prompts import context_text, judge_messages, turn_judge_messages
+from agentworld_tui.judging.reading import parse_judgement
 from agentworld_tui.world.domain import Scenario
-from agentworld_tui.world.judge import (
-    DIMENSIONS,
-    Judgement,
-    JudgementError,
-    Verdict,
-    judge_messages,
-    normalise,
-    parse_judgement,
-    turn_judge_messages,
-)
-from agentworld_tui.world.judge_prompts import context_text
+from agentworld_tui.world.judgement import DIMENSIONS, Judgement, JudgementError, Verdict, normalise
 from agentworld_tui.world.session import new_session
 
 SCORES = {"format": 4, "factuality": 3, "consistency": 5, "realism": 4, "quality": 2}

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentworld_tui.evaluation.extraction import NO_OUTPUT, official_prediction
-from agentworld_tui.world.judge import JudgementError
-from agentworld_tui.world.verdict import read_official_verdict, remove_thinking
+from agentworld_tui.judging.official import read_official_verdict, remove_thinking
+from agentworld_tui.world.judgement import JudgementError
 
 OBS = "<predicted_observation>{}</predicted_observation>"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agentworld_tui.world.judge import judge_messages
-from agentworld_tui.world.judge_prompts import (
+from agentworld_tui.judging.prompts import (
     JudgePromptsError,
     fill_user_template,
+    judge_messages,
     load_judge_prompts,
     strip_marker,
 )

@@ -17,7 +17,7 @@ from agentworld_tui.domains import DOMAINS, get_domain
 from agentworld_tui.engines.base import Finished, GenerationControl, GenerationParams
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.engines.remote import RemoteEngine
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.export import (
     agentworldbench_jsonl,

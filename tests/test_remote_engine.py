@@ -35,7 +35,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
 )
 from agentworld_tui.engines.remote import RemoteEngine, base_url, display_url
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import new_session
 from agentworld_tui.world.splitter import ObservationSplitter

@@ -24,7 +24,7 @@ import pytest
 from ggufgen import write_scripted_model
 
 from agentworld_tui.cli import build_parser
-from agentworld_tui.commands.serve import app_command, is_loopback
+from agentworld_tui.cli.serve import app_command, is_loopback
 
 TOKEN = "test-token-0123456789abcdef"
 

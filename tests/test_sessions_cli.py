@@ -12,11 +12,10 @@ import pytest
 from ggufgen import CHATML_THINK_TEMPLATE
 
 from agentworld_tui.cli import main
-from agentworld_tui.commands.session_file import save_turn
 from agentworld_tui.domains import get_domain
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import new_session
-from agentworld_tui.world.workspace import Workspace, load_workspace
+from agentworld_tui.world.workspace import Workspace
 
 SCRIPT = (
     "a listing follows</think><predicted_observation>notes.txt  src\n"
@@ -178,16 +177,6 @@ def test_export_to_a_linked_file_writes_where_the_link_points(
     link.symlink_to(target)
     assert main(["export", str(good), "--format", "markdown", "-o", str(link)]) == 0
     assert link.is_symlink() and target.read_text().startswith("# AgentWorld session")
-
-
-def test_a_turn_cut_short_is_saved_as_interrupted(tmp_path: Path) -> None:
-    domain = get_domain("terminal")
-    session, _ = new_session(domain, Scenario("s", "S"))
-    workspace = Workspace([session], path=tmp_path / "s.json")
-    turn = session.begin_turn(domain.parse_action("sleep 9", session.scenario))
-    save_turn(workspace, session, turn)
-    saved = load_workspace(tmp_path / "s.json").tabs[0].turns[0]
-    assert (saved.status, saved.note) == ("interrupted", "stopped by you")
 
 
 def test_export_help_imports_nothing_heavy() -> None:

@@ -180,7 +180,7 @@ HOSTILE_PROSE = "\n".join(
 def hostile_session() -> Session:
     """Every text of a session that a shared file could set, set to Markdown and HTML."""
     from agentworld_tui.world.fictional_world import world_from_dict
-    from agentworld_tui.world.judge import Verdict
+    from agentworld_tui.world.judgement import Verdict
 
     scenario = Scenario("box", HOSTILE, HOSTILE_PROSE, state="$ ")
     session, _ = new_session(TERMINAL, scenario)
@@ -421,7 +421,7 @@ def test_replay_predicts_each_turn_from_the_recorded_history(
 ) -> None:
     from agentworld_tui.engines.base import Finished, GenerationControl, GenerationParams
     from agentworld_tui.engines.llama import LlamaEngine
-    from agentworld_tui.engines.turn import run_turn
+    from agentworld_tui.simulator import run_turn
 
     trajectory = load_benchmark(bench_dir / "terminal_test.jsonl").trajectories[0]
     model = scripted_model(

@@ -537,7 +537,7 @@ def test_replacing_one_tab_keeps_the_other_of_the_same_domain(tmp_path: Path) ->
 
 
 def test_predict_keeps_every_tab_of_the_file(tmp_path: Path) -> None:
-    from agentworld_tui.commands.session_file import open_session_tab, save_turn
+    from agentworld_tui.cli.session_file import open_session_tab, turn_saver
 
     path = tmp_path / "two.json"
     two_terminal_tabs().save(path)
@@ -545,8 +545,7 @@ def test_predict_keeps_every_tab_of_the_file(tmp_path: Path) -> None:
     assert session is workspace.tabs[0]
     turn = session.begin_turn(TERMINAL.parse_action("ls", SCENARIO))
     session.finish_turn(turn, observation="a b", reasoning="", status="complete")
-    save_turn(workspace, session, turn)
-    workspace.close()
+    assert turn_saver(workspace)(session) is None
     assert [len(s.turns) for s in load_workspace(path).tabs] == [3, 3]
 
 

@@ -22,7 +22,7 @@ from agentworld_tui.world.json_input import (
     check_bounds,
     parse_json,
 )
-from agentworld_tui.world.judge import Judgement, Verdict
+from agentworld_tui.world.judgement import Judgement, Verdict
 from agentworld_tui.world.library import LAST_USED, SessionLibrary
 from agentworld_tui.world.session import new_session
 from agentworld_tui.world.workspace import (

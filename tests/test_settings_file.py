@@ -203,7 +203,7 @@ def test_pull_use_leaves_a_broken_config_alone_and_says_why(
 
 def test_flags_given_for_one_run_are_never_written(hub: HubServer, isolated_dirs: dict) -> None:
     from agentworld_tui.cli import build_parser
-    from agentworld_tui.launch import settings_from_args
+    from agentworld_tui.cli.launch import settings_from_args
 
     path = config_file(isolated_dirs, USER_FILE)
     args = build_parser().parse_args(

@@ -279,8 +279,8 @@ def predict_record(
     ``raw`` is the whole generated text, which the judge's prediction is extracted from by
     the official rules; ``prediction`` is the app's own extraction, kept beside it.
     """
-    from agentworld_tui.engines.judge import generated_text
-    from agentworld_tui.engines.turn import outcome
+    from agentworld_tui.judging.judge import generated_text
+    from agentworld_tui.simulator import outcome
 
     finished: Finished | None = None
     omitted = 0

@@ -16,7 +16,7 @@ thinking) is therefore judged whole.
 
 from __future__ import annotations
 
-from agentworld_tui.world.verdict import ANSWER_TAG, last_tagged, remove_thinking
+from agentworld_tui.judging.official import ANSWER_TAG, last_tagged, remove_thinking
 
 NO_OUTPUT = "No output"
 """What the judge is shown when nothing is left after the reasoning is removed."""

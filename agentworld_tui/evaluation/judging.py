@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from agentworld_tui.engines.base import Engine, GenerationControl
-from agentworld_tui.engines.judge import STOPPED, JudgeSettings
 from agentworld_tui.evaluation.bench import (
     MAX_PROBLEMS,
     BenchInterrupted,
@@ -34,9 +33,15 @@ from agentworld_tui.evaluation.bench import (
 from agentworld_tui.evaluation.extraction import official_prediction
 from agentworld_tui.evaluation.progress import Progress, tally
 from agentworld_tui.evaluation.workers import run_each
+from agentworld_tui.judging.judge import STOPPED, JudgeSettings
+from agentworld_tui.judging.prompts import (
+    JudgePrompts,
+    judge_messages,
+    project_prompts,
+    turns_left_out,
+)
 from agentworld_tui.world.context import history_budget
-from agentworld_tui.world.judge import Message, judge_messages
-from agentworld_tui.world.judge_prompts import JudgePrompts, project_prompts, turns_left_out
+from agentworld_tui.world.judgement import Message
 from agentworld_tui.world.trajectories import Sample
 
 CHARS_PER_TOKEN = 3
@@ -44,45 +49,6 @@ CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD = 6
 JUDGE_WORDS = ("unreadable", "judge failed")
 """What the progress bar and the summary count, in the same words."""
-
-
-@dataclass(frozen=True)
-class JudgeSpec:
-    """Which judge to use: a server (``server`` + ``model``) or a local GGUF (``model_path``)."""
-
-    server: str = ""
-    model: str = ""
-    model_path: str = ""
-    api_key_env: str = ""
-    n_ctx: int = 0
-    gpu_layers: int = -1
-    threads: int = 0
-
-    @property
-    def given(self) -> bool:
-        return bool(self.server or self.model_path)
-
-    def problem(self) -> str:
-        """Why this choice cannot be used ("" when it can)."""
-        if self.server and self.model_path:
-            return "give either --judge-server or --judge-model-path, not both"
-        if self.model and not self.server:
-            return "--judge-model names a model on --judge-server: give the server too"
-        return ""
-
-
-def make_judge_engine(spec: JudgeSpec) -> Engine:
-    if spec.server:
-        from agentworld_tui.engines.remote import RemoteEngine
-
-        return RemoteEngine(
-            spec.server, model=spec.model, api_key_env=spec.api_key_env, n_ctx=spec.n_ctx
-        )
-    from agentworld_tui.engines.llama import LlamaEngine
-
-    return LlamaEngine(
-        spec.model_path, n_ctx=spec.n_ctx, gpu_layers=spec.gpu_layers, threads=spec.threads
-    )
 
 
 # -- what a verdict was made with ---------------------------------------------------------------
@@ -185,7 +151,7 @@ def judge_record(
     prediction: dict[str, Any],
     control: GenerationControl,
 ) -> dict[str, Any]:
-    from agentworld_tui.engines.judge import run_judge
+    from agentworld_tui.judging.judge import run_judge
 
     extracted = official_prediction(generation(prediction))
     messages, trimmed = fitted_messages(engine, judging, sample, extracted)

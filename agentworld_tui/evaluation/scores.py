@@ -24,9 +24,15 @@ from typing import Any, Literal
 
 from agentworld_tui.evaluation.bench import DONE_STATUSES, BenchRun, generation
 from agentworld_tui.evaluation.judging import judgement_current
-from agentworld_tui.world.judge import DIMENSIONS, Judgement, JudgementError, normalise
+from agentworld_tui.judging.official import read_official_verdict
+from agentworld_tui.world.judgement import (
+    DIMENSIONS,
+    Judgement,
+    JudgementError,
+    OfficialVerdict,
+    normalise,
+)
 from agentworld_tui.world.sanitize import sanitize
-from agentworld_tui.world.verdict import OfficialVerdict, read_official_verdict
 
 HEADINGS = {
     "format": "Format",

@@ -73,6 +73,15 @@ class Simulator:
         else:
             self.queue.switch(engine, on_progress, done)
 
+    def load_and_wait(self, engine: Engine | None = None) -> str | None:
+        """Load (or switch to ``engine``) and wait; returns the error, or None."""
+        import threading
+
+        done = threading.Event()
+        self.load(on_done=lambda _error: done.set(), engine=engine)
+        done.wait()
+        return self.engine_error or None
+
     def call(self, job: CallJob) -> None:
         """Any other use of the model, in turn with the generations."""
         self.queue.call(job)

@@ -22,7 +22,7 @@ from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.store import write_atomic
 
 if TYPE_CHECKING:
-    from agentworld_tui.commands.demo import DemoAction, DemoScript, DemoTab
+    from agentworld_tui.cli.demo import DemoAction, DemoScript, DemoTab
     from agentworld_tui.ui.app import AgentWorldApp
 
 POLL_SECONDS = 0.05

@@ -11,12 +11,12 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from agentworld_tui.judging.turn import JudgeRun, judge_turn
 from agentworld_tui.simulator import TurnUpdate
-from agentworld_tui.simulator.judging import JudgeRun, judge_turn
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.tab_actions import idle_pane
 from agentworld_tui.ui.widgets.line_view import LineView
-from agentworld_tui.world.judge import Verdict
+from agentworld_tui.world.judgement import Verdict
 from agentworld_tui.world.sanitize import StreamSanitizer
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def judge_last_turn(app: AgentWorldApp) -> None:
     def chosen(request: JudgeRequest | None) -> None:
         if request is None:
             return
-        from agentworld_tui.world.judge import turn_judge_messages
+        from agentworld_tui.judging.prompts import turn_judge_messages
 
         messages, problems = turn_judge_messages(pane.session, turn, request.reference)
         for problem in problems:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from agentworld_tui.engines.base import Engine
-from agentworld_tui.launch import UserError, generation_params, make_engine, settings_problems
+from agentworld_tui.config import settings_path
+from agentworld_tui.engines.base import Engine, EngineError
+from agentworld_tui.engines.factory import make_engine
 from agentworld_tui.simulator import Simulator, home_on
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
 
@@ -31,17 +32,17 @@ class ModelLoading:
         error = ""
         if engine is None:
             try:
-                engine = make_engine(self.app.settings)
-            except UserError as exc:
-                error = str(exc)
+                engine = make_engine(self.app.settings.engine_spec())
+            except EngineError:
+                error = no_model_message()
         if engine is not None:
             self.model = StatusInfo(model=engine.info.name, phase="loading model")
-        return Simulator(engine, generation_params(self.app.settings), engine_error=error)
+        return Simulator(engine, self.app.settings.generation_params(), engine_error=error)
 
     def start(self) -> None:
         app = self.app
         app.simulator.home = home_on(asyncio.get_running_loop())
-        for problem in settings_problems:
+        for problem in app.settings.problems:
             app.notify(problem, title="Settings", severity="warning", timeout=15)
         if app.engine is None:
             self.model.phase = ""
@@ -84,7 +85,6 @@ class ModelLoading:
         app.call_after_refresh(app.focus_editor)
         if path is None:
             return
-        from agentworld_tui.engines.base import EngineError
         from agentworld_tui.engines.llama import check_gguf
 
         try:
@@ -96,8 +96,8 @@ class ModelLoading:
         settings.model.path = str(path)
         settings.server.url = ""
         try:
-            engine = make_engine(settings)
-        except UserError as exc:
+            engine = make_engine(settings.engine_spec())
+        except EngineError as exc:
             app.notify(str(exc), severity="error")
             return
         self._remember()
@@ -168,3 +168,10 @@ class ModelLoading:
                     pane.show_session()  # the "no model" help goes
             self.maybe_ready()
         app.show_status()
+
+
+def no_model_message() -> str:
+    return (
+        "no model configured: pass --model PATH.gguf (or --server URL), or set "
+        f"[model] path in {settings_path()}"
+    )

@@ -166,7 +166,7 @@ def _session_markdown(session: Session, reasoning: bool) -> str:
 
 
 def _judgement_line(data: dict[str, Any]) -> str:
-    from agentworld_tui.world.judge import DIMENSIONS, Verdict
+    from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 
     try:
         verdict = Verdict.from_dict(data)

@@ -687,7 +687,7 @@ class _Checker:
         inner = f"{where}.judgement"
         if not isinstance(found, dict):
             raise self.fail(inner, "an object", found)
-        from agentworld_tui.world.judge import DIMENSIONS
+        from agentworld_tui.world.judgement import DIMENSIONS
 
         scores = self.mapping(found, "scores", inner)
         for dimension in DIMENSIONS:

@@ -23,8 +23,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 
-from agentworld_tui.evaluation.judging import JudgeSpec
-from agentworld_tui.world.judge import DIMENSIONS, Verdict
+from agentworld_tui.judging.judge import JudgeSpec
+from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
 
 ANSWER_SHOWN_CHARS = 20_000

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from agentworld_tui.world.judge import DIMENSIONS, JudgementError, normalise
+from agentworld_tui.world.judgement import DIMENSIONS, JudgementError, OfficialVerdict
 
 ANSWER_TAG = "predicted_observation"
 VERDICT_TAG = "final_evaluation"
@@ -98,49 +97,6 @@ def last_tagged(text: str, tag: str) -> str | None:
 
 
 # -- the verdict ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class OfficialVerdict:
-    """Scores as the official evaluator reads them: whole numbers, 0 for a dimension that
-    was missing or unreadable (its mean leaves such a dimension out)."""
-
-    scores: dict[str, int]
-    strengths: tuple[str, ...] = ()
-    weaknesses: tuple[str, ...] = ()
-
-    @property
-    def total(self) -> float:
-        """The mean of the positive scores (0.0 when there is none)."""
-        present = [v for v in self.scores.values() if v > 0]
-        return sum(present) / len(present) if present else 0.0
-
-    @property
-    def normalised(self) -> float | None:
-        return normalise(self.total) if self.total else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scores": {d: self.scores.get(d, 0) for d in DIMENSIONS},
-            "total": self.total,
-            "strengths": list(self.strengths),
-            "weaknesses": list(self.weaknesses),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OfficialVerdict:
-        """Raises TypeError or ValueError for a record of the wrong shape."""
-        scores = data["scores"]
-        if not isinstance(scores, dict):
-            raise TypeError("scores is not an object")
-        values = {d: scores.get(d, 0) for d in DIMENSIONS}
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in values.values()):
-            raise TypeError("a score is not a whole number")
-        return cls(
-            values,
-            tuple(str(s) for s in data.get("strengths", ())),
-            tuple(str(s) for s in data.get("weaknesses", ())),
-        )
-
-
 def read_official_verdict(answer: str) -> OfficialVerdict:
     """The verdict in a judge's whole answer; raises JudgementError (one line) when the
     official evaluator would find none."""

@@ -8,11 +8,12 @@ as soon as it ends (finished, failed or interrupted).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.domain import Domain, Scenario
-from agentworld_tui.world.session import Session, Turn, new_session
+from agentworld_tui.world.session import Session, new_session
 from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
 
@@ -39,13 +40,16 @@ def open_session_tab(
     return workspace, session, []
 
 
-def save_turn(workspace: Workspace, session: Session, turn: Turn) -> None:
-    """Save the file with ``turn``; a turn cut short before it ended is saved as interrupted."""
-    if turn.status == "pending":
-        session.finish_turn(
-            turn, observation="", reasoning="", status="interrupted", note="stopped by you"
-        )
-    try:
-        workspace.save()
-    except WorkspaceError as exc:
-        raise UserError(str(exc)) from None
+def turn_saver(workspace: Workspace) -> Callable[[Session], str | None]:
+    """What the simulator calls after the turn: save the file, or say why it could not."""
+
+    def save(_session: Session) -> str | None:
+        try:
+            workspace.save()
+        except WorkspaceError as exc:
+            return str(exc)
+        finally:
+            workspace.close()
+        return None
+
+    return save

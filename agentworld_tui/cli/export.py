@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: object) -> None:

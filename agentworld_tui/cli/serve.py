@@ -16,7 +16,7 @@ import secrets
 import shlex
 import sys
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 
 DEFAULT_PORT = 8000
 LOOPBACK_NAMES = ("localhost",)
@@ -113,13 +113,13 @@ def is_loopback(host: str) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from agentworld_tui.commands.browser_server import GuardedServer, host_part
+        from agentworld_tui.cli.browser_server import GuardedServer, host_part
     except ImportError:
         raise UserError(
             "serving needs textual-serve, which is missing from this install: "
             "pipx inject agentworld-tui textual-serve (or pip install textual-serve)"
         ) from None
-    from agentworld_tui.launch import settings_from_args
+    from agentworld_tui.cli.launch import settings_from_args
 
     token = serve_token()
     settings_from_args(args)  # the settings file's problems are reported, the log is set up

@@ -1,36 +1,19 @@
-"""Judging a predicted observation against the real one, as AgentWorldBench does.
-
-A judge model reads the domain's judge prompts (world/judge_prompts.py: the history, the
-action, the prediction and the ground truth), reasons, and gives its verdict as JSON inside
-``<final_evaluation>`` tags: strengths, weaknesses and five scores from 1 to 5.
-
-Each answer is read two ways. The official evaluator's reading (world/verdict.py) is what
-bench scores count, so they compare with the published tables. The project's own reading,
-here, is stricter: lenient about the mess judges write (reasoning before the verdict, code
-fences, trailing commas, keys in any case, scores written as text) but never guessing: an
-answer without all five scores within 1-5 is unreadable, and an unreadable judgement is left
-out of every average rather than counted as zero.
-"""
+"""The project's own reading of a judge's answer: lenient about the mess judges write
+(reasoning before the verdict, code fences, trailing commas, keys in any case, scores
+written as text) but never guessing: an answer without all five scores within 1-5 is
+unreadable, and an unreadable judgement is left out of every average rather than counted
+as zero. (``official`` reads the same answer by the official evaluator's rules, which is
+what bench scores count.)"""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentworld_tui.world.judge_prompts import JudgePrompts, judge_messages_for
+from agentworld_tui.world.judgement import DIMENSIONS, HIGHEST, LOWEST, Judgement, JudgementError
 
-if TYPE_CHECKING:
-    from agentworld_tui.world.session import Session, Turn
-    from agentworld_tui.world.verdict import OfficialVerdict
-
-Message = dict[str, str]
-
-DIMENSIONS: tuple[str, ...] = ("format", "factuality", "consistency", "realism", "quality")
-LOWEST, HIGHEST = 1.0, 5.0
 MAX_JUDGE_ANSWER_CHARS = 400_000
 """Only the end of a longer answer is read (the verdict comes last)."""
 _UNTAGGED_CHARS = 20_000
@@ -44,169 +27,6 @@ _BLOCK = re.compile(r"<final_evaluation\s*>(.*?)(?:</final_evaluation\s*>|\Z)", 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})[^\n]*\n(.*?)(?:\n\s*\1\s*)?$", re.S)
 _SPACES = re.compile(r"\s*")
 _NUMBER = r"(?P<value>-?\d+(?:\.\d+)?)"
-
-
-class JudgementError(ValueError):
-    """A judge's answer without a usable verdict; the message says what was missing."""
-
-
-def normalise(score: float) -> float:
-    """A 1-5 score on the benchmark's 0-100 scale."""
-    return (score - LOWEST) / (HIGHEST - LOWEST) * 100.0
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A readable verdict: five scores from 1 to 5, with the judge's reasons."""
-
-    scores: dict[str, float]
-    strengths: tuple[str, ...] = ()
-    weaknesses: tuple[str, ...] = ()
-    note: str = ""
-    """How the verdict was read when it needed mending ("" when it was clean JSON)."""
-
-    @property
-    def total(self) -> float:
-        """The mean of the five scores."""
-        return sum(self.scores[d] for d in DIMENSIONS) / len(DIMENSIONS)
-
-    @property
-    def normalised(self) -> float:
-        return normalise(self.total)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scores": {d: self.scores[d] for d in DIMENSIONS},
-            "total": self.total,
-            "normalised": self.normalised,
-            "strengths": list(self.strengths),
-            "weaknesses": list(self.weaknesses),
-            "note": self.note,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Judgement:
-        scores = data["scores"]
-        return cls(
-            scores={d: float(scores[d]) for d in DIMENSIONS},
-            strengths=tuple(str(s) for s in data.get("strengths", ())),
-            weaknesses=tuple(str(s) for s in data.get("weaknesses", ())),
-            note=str(data.get("note", "")),
-        )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of asking a judge: a judgement, or why there is none."""
-
-    judgement: Judgement | None
-    error: str = ""
-    """Why there is no judgement: an unreadable answer, or the judge engine failed."""
-    judge: str = ""
-    """The judge model, as its engine names it."""
-    reference: str = ""
-    """The real observation the prediction was compared with."""
-    answer: str = ""
-    """The judge's whole answer (reasoning included), to see why it judged as it did."""
-    stats: dict[str, Any] = field(default_factory=dict)
-    engine_failed: bool = False
-    """No answer came (the judge engine failed or was stopped): worth asking again. An
-    answer that came but could not be read is final."""
-    official: OfficialVerdict | None = None
-    """The same answer read by the official evaluator's rules (world/verdict.py): what a
-    bench score counts. ``judgement`` is the project's stricter reading of it."""
-    attempts: int = 0
-    """Requests made to get this verdict (a judge asked again when its answer was
-    unreadable or its request failed)."""
-
-    @property
-    def parsed(self) -> bool:
-        return self.judgement is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "judgement": self.judgement.to_dict() if self.judgement else None,
-            "error": self.error,
-            "judge": self.judge,
-            "reference": self.reference,
-            "answer": self.answer,
-            "stats": self.stats,
-            "engine_failed": self.engine_failed,
-            "official": self.official.to_dict() if self.official else None,
-            "attempts": self.attempts,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        from agentworld_tui.world.verdict import OfficialVerdict
-
-        found = data.get("judgement")
-        official = data.get("official")
-        return cls(
-            judgement=Judgement.from_dict(found) if found else None,
-            error=str(data.get("error", "")),
-            judge=str(data.get("judge", "")),
-            reference=str(data.get("reference", "")),
-            answer=str(data.get("answer", "")),
-            stats=dict(data.get("stats", {})),
-            engine_failed=bool(data.get("engine_failed", False)),
-            official=OfficialVerdict.from_dict(official) if official else None,
-            attempts=int(data.get("attempts", 0)),
-        )
-
-
-# -- the judge's prompt -------------------------------------------------------------------
-def judge_messages(
-    domain: str,
-    history: Sequence[tuple[str, str]],
-    action: str,
-    prediction: str,
-    ground_truth: str,
-    *,
-    history_chars: int | None = None,
-    prompts: JudgePrompts | None = None,
-) -> tuple[list[Message], list[str]]:
-    """The messages that ask a judge about one turn, and problems met loading the prompts.
-
-    Built as the official evaluator builds them (world/judge_prompts.py): the domain's
-    system prompt, then a user message with the history, the current turn, the prediction
-    and the ground truth. ``history`` holds the earlier turns as (turn text, observation);
-    with ``history_chars`` the oldest are left out until the history fits, and the judge
-    is told how many. ``prompts`` defaults to the project's own.
-    """
-    return judge_messages_for(
-        domain,
-        history,
-        action,
-        prediction,
-        ground_truth,
-        prompts,
-        history_chars=history_chars,
-    )
-
-
-def turn_judge_messages(
-    session: Session,
-    turn: Turn,
-    reference: str,
-    *,
-    history_chars: int | None = None,
-    prompts: JudgePrompts | None = None,
-) -> tuple[list[Message], list[str]]:
-    """The judge's messages for a turn of a session (what F11 sends): the history that
-    turn was sent with, its observation and the real one the user gave."""
-    from agentworld_tui.world.export import sent_history
-
-    history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
-    return judge_messages(
-        session.domain.name,
-        history,
-        turn.user_message,
-        turn.observation,
-        reference,
-        history_chars=history_chars,
-        prompts=prompts,
-    )
 
 
 # -- reading the judge's answer -------------------------------------------------------------

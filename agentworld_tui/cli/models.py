@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
@@ -388,8 +388,8 @@ def cmd_path(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from agentworld_tui.cli.launch import settings_from_args
     from agentworld_tui.config import log_path, settings_path
-    from agentworld_tui.launch import settings_from_args
     from agentworld_tui.models.cache import hub_cache_dir
     from agentworld_tui.models.fit import estimate_fit, gib, read_shape, recommend
     from agentworld_tui.models.hardware import gpu_reinstall_command, machine_memory

@@ -19,9 +19,13 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentworld_tui.config import config_dir, shipped
 from agentworld_tui.world.prompts import load_template, render_template
+
+if TYPE_CHECKING:
+    from agentworld_tui.world.session import Session, Turn
 
 Message = dict[str, str]
 
@@ -370,3 +374,57 @@ def judge_messages_for(
     }
     user = fill_user_template(prompts.user(domain), values).strip()
     return [{"role": "system", "content": system}, {"role": "user", "content": user}], problems
+
+
+# -- the judge's prompt -------------------------------------------------------------------
+def judge_messages(
+    domain: str,
+    history: Sequence[tuple[str, str]],
+    action: str,
+    prediction: str,
+    ground_truth: str,
+    *,
+    history_chars: int | None = None,
+    prompts: JudgePrompts | None = None,
+) -> tuple[list[Message], list[str]]:
+    """The messages that ask a judge about one turn, and problems met loading the prompts.
+
+    Built as the official evaluator builds them (world/judge_prompts.py): the domain's
+    system prompt, then a user message with the history, the current turn, the prediction
+    and the ground truth. ``history`` holds the earlier turns as (turn text, observation);
+    with ``history_chars`` the oldest are left out until the history fits, and the judge
+    is told how many. ``prompts`` defaults to the project's own.
+    """
+    return judge_messages_for(
+        domain,
+        history,
+        action,
+        prediction,
+        ground_truth,
+        prompts,
+        history_chars=history_chars,
+    )
+
+
+def turn_judge_messages(
+    session: Session,
+    turn: Turn,
+    reference: str,
+    *,
+    history_chars: int | None = None,
+    prompts: JudgePrompts | None = None,
+) -> tuple[list[Message], list[str]]:
+    """The judge's messages for a turn of a session (what F11 sends): the history that
+    turn was sent with, its observation and the real one the user gave."""
+    from agentworld_tui.world.export import sent_history
+
+    history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
+    return judge_messages(
+        session.domain.name,
+        history,
+        turn.user_message,
+        turn.observation,
+        reference,
+        history_chars=history_chars,
+        prompts=prompts,
+    )

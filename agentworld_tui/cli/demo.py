@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 
 if TYPE_CHECKING:
     from agentworld_tui.config import Settings
@@ -261,7 +261,7 @@ def register(
 def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
-    from agentworld_tui.launch import make_engine, settings_from_args
+    from agentworld_tui.cli.launch import make_engine, settings_from_args
 
     try:
         script = load_demo(demo_script_path(args.script))

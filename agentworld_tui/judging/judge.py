@@ -21,14 +21,9 @@ from agentworld_tui.engines.base import (
     GenerationControl,
     GenerationParams,
 )
-from agentworld_tui.world.judge import (
-    Judgement,
-    JudgementError,
-    Message,
-    Verdict,
-    parse_judgement,
-)
-from agentworld_tui.world.verdict import read_official_verdict
+from agentworld_tui.judging.official import read_official_verdict
+from agentworld_tui.judging.reading import parse_judgement
+from agentworld_tui.world.judgement import Judgement, JudgementError, Message, Verdict
 
 JUDGE_PARAMS = GenerationParams(temperature=0.6, max_tokens=32768)
 """The official evaluator's judge sampling."""
@@ -152,3 +147,43 @@ def _ask(
             why += " (the judge reached its token limit)"
         return Verdict(judgement, why, "", reference, answer, stats)
     return Verdict(judgement, strict, "", reference, answer, stats, official=official)
+
+
+# -- which judge ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JudgeSpec:
+    """Which judge to use: a server (``server`` + ``model``) or a local GGUF (``model_path``)."""
+
+    server: str = ""
+    model: str = ""
+    model_path: str = ""
+    api_key_env: str = ""
+    n_ctx: int = 0
+    gpu_layers: int = -1
+    threads: int = 0
+
+    @property
+    def given(self) -> bool:
+        return bool(self.server or self.model_path)
+
+    def problem(self) -> str:
+        """Why this choice cannot be used ("" when it can)."""
+        if self.server and self.model_path:
+            return "give either --judge-server or --judge-model-path, not both"
+        if self.model and not self.server:
+            return "--judge-model names a model on --judge-server: give the server too"
+        return ""
+
+
+def make_judge_engine(spec: JudgeSpec) -> Engine:
+    if spec.server:
+        from agentworld_tui.engines.remote import RemoteEngine
+
+        return RemoteEngine(
+            spec.server, model=spec.model, api_key_env=spec.api_key_env, n_ctx=spec.n_ctx
+        )
+    from agentworld_tui.engines.llama import LlamaEngine
+
+    return LlamaEngine(
+        spec.model_path, n_ctx=spec.n_ctx, gpu_layers=spec.gpu_layers, threads=spec.threads
+    )

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentworld_tui.launch import UserError
+from agentworld_tui.cli.launch import UserError
 
 if TYPE_CHECKING:
     from agentworld_tui.evaluation.bench import BenchRun, SampleSet
-    from agentworld_tui.evaluation.judging import JudgeSpec
-    from agentworld_tui.world.judge_prompts import JudgePrompts
+    from agentworld_tui.judging.judge import JudgeSpec
+    from agentworld_tui.judging.prompts import JudgePrompts
 
 USAGE = """
   agentworld bench DATA_DIR [--domains D [D ...]] [--limit N] [--out DIR] [--concurrency N]
@@ -144,10 +144,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 # -- the steps --------------------------------------------------------------------------------
 def _run(data: Path, args: argparse.Namespace) -> int:
+    from agentworld_tui.cli.launch import generation_params, make_engine, settings_from_args
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
     from agentworld_tui.evaluation.bench import BenchError, BenchRun, load_samples, predict_samples
-    from agentworld_tui.launch import generation_params, make_engine, settings_from_args
 
     spec = _judge_spec(args)
     prompts = _judge_prompts(args) if spec is not None else None
@@ -232,9 +232,9 @@ def _judge(
 
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
-    from agentworld_tui.engines.judge import JUDGE_PARAMS, JudgeSettings
     from agentworld_tui.evaluation.bench import BenchError
-    from agentworld_tui.evaluation.judging import Judging, judge_run, make_judge_engine
+    from agentworld_tui.evaluation.judging import Judging, judge_run
+    from agentworld_tui.judging.judge import JUDGE_PARAMS, JudgeSettings, make_judge_engine
 
     wanted = set(samples.by_domain())
     for problem in prompts.problems:
@@ -303,7 +303,7 @@ def _print_scores(
 
 # -- flags -------------------------------------------------------------------------------------
 def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
-    from agentworld_tui.evaluation.judging import JudgeSpec
+    from agentworld_tui.judging.judge import JudgeSpec
 
     spec = JudgeSpec(
         server=args.judge_server or "",
@@ -331,7 +331,7 @@ def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
 def _judge_prompts(args: argparse.Namespace) -> JudgePrompts:
     """The judge prompts to use: the folder given, or the project's own."""
     from agentworld_tui.domains import DOMAINS
-    from agentworld_tui.world.judge_prompts import (
+    from agentworld_tui.judging.prompts import (
         JudgePromptsError,
         load_judge_prompts,
         project_prompts,

@@ -6,7 +6,6 @@ Shared by every sub-command that runs the model, and by the app.
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ from agentworld_tui.config import (
 
 if TYPE_CHECKING:
     from agentworld_tui.config import Settings
-    from agentworld_tui.engines.base import Engine, GenerationParams
+    from agentworld_tui.engines.base import Engine
 
 
 class UserError(Exception):
@@ -185,7 +184,6 @@ def merge_leading(args: argparse.Namespace) -> str | None:
     )
 
 
-settings_problems: list[str] = []
 """What was wrong with the settings file last read, summed up in a few lines (the app
 shows each as a notification)."""
 
@@ -195,8 +193,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
     loaded = load_settings()
     settings = loaded.settings
-    settings_problems[:] = loaded.summary()
-    for problem in settings_problems:
+    settings.problems = loaded.summary()
+    for problem in settings.problems:
         print(f"agentworld: config: {problem}", file=sys.stderr)
     if getattr(args, "model", None):
         settings.model.path = args.model
@@ -226,41 +224,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def generation_params(settings: Settings) -> GenerationParams:
-    from agentworld_tui.engines.base import GenerationParams
-
-    g = settings.generation
-    return GenerationParams(
-        temperature=g.temperature,
-        top_p=g.top_p,
-        top_k=g.top_k,
-        max_tokens=g.max_tokens,
-        reasoning_budget=g.reasoning_budget,
-        enable_thinking=g.enable_thinking,
-        seed=g.seed,
-    )
-
-
 def make_engine(settings: Settings) -> Engine:
-    if settings.server.url:
-        from agentworld_tui.engines.remote import RemoteEngine
+    """The engine the settings name; raises UserError when they name none."""
+    from agentworld_tui.engines.base import EngineError
+    from agentworld_tui.engines.factory import make_engine as engine_for
 
-        s = settings.server
-        extra: dict[str, Any] = {}
-        if "idle_timeout" in inspect.signature(RemoteEngine).parameters:
-            extra["idle_timeout"] = s.idle_timeout
-        return RemoteEngine(
-            s.url, model=s.model, api_key_env=s.api_key_env, n_ctx=settings.model.n_ctx, **extra
-        )
-    m = settings.model
-    if not m.path:
+    try:
+        return engine_for(settings.engine_spec())
+    except EngineError as exc:
+        if settings.engine_spec().given:
+            raise UserError(str(exc)) from None
         raise UserError(
             "no model configured: pass --model PATH.gguf (or --server URL), or set "
             f"[model] path in {_settings_file()}"
-        )
-    from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
-
-    return LlamaEngine(m.path, n_ctx=m.n_ctx, gpu_layers=m.gpu_layers, threads=m.threads)
+        ) from None
 
 
 def _settings_file() -> Path:

@@ -13,14 +13,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from agentworld_tui.engines.base import Engine, EngineError, GenerationParams
-from agentworld_tui.engines.judge import JUDGE_PARAMS, run_judge
+from agentworld_tui.judging.judge import JUDGE_PARAMS, run_judge
 from agentworld_tui.simulator.queue import CallJob
 from agentworld_tui.simulator.run import Home, Saver, StreamRun
-from agentworld_tui.world.judge import Message, Verdict
+from agentworld_tui.world.judgement import Message, Verdict
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
-    from agentworld_tui.evaluation.judging import JudgeSpec
+    from agentworld_tui.judging.judge import JudgeSpec
     from agentworld_tui.simulator.service import Simulator
 
 
@@ -109,7 +109,7 @@ def judge_turn(
         return run
 
     def elsewhere(_engine: object = None) -> Verdict:
-        from agentworld_tui.evaluation.judging import make_judge_engine
+        from agentworld_tui.judging.judge import make_judge_engine
 
         engine = make_judge_engine(spec)
         try:
