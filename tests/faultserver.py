@@ -44,6 +44,13 @@ class Reply:
     """Chunked transfer encoding; without it a cut looks like a clean end of the body."""
     error_event_after: int = -1
     """Send this many delta chunks, then an in-stream error event."""
+    error_body: bytes | None = None
+    """The error reply's body as given (instead of an OpenAI-style JSON error)."""
+    error_content_type: str = "text/plain"
+    cut_with: bytes = b""
+    """Raw bytes written (outside the chunked framing) just before a cut."""
+    raw_chunks: Sequence[Any] = ()
+    """JSON values sent as they are, as chunks of their own, before the deltas."""
 
 
 @dataclass
@@ -68,6 +75,8 @@ class FaultServer:
     tokenize: bool = False
     """Serve vLLM's ``POST /tokenize`` (a count of four characters per token)."""
     default: Reply = field(default_factory=lambda: Reply(content=["hello"]))
+    models_reply: Reply | None = None
+    """When set, ``GET /v1/models`` answers with this reply's error instead of the list."""
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -139,7 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         if self.path.rstrip("/").endswith("/v1/models"):
-            self._json(200, {"object": "list", "data": self.owner.models})
+            failing = self.owner.models_reply
+            if failing is not None:
+                self._reply_error(failing)
+            else:
+                self._json(200, {"object": "list", "data": self.owner.models})
         else:
             self._error(404, f"no route for GET {self.path}")
 
@@ -172,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if reply.status != 200:
-            self._error(reply.status, reply.error_message)
+            self._reply_error(reply)
             return
         model = str(body.get("model", ""))
         self.send_response(200)
@@ -187,9 +200,11 @@ class _Handler(BaseHTTPRequestHandler):
         deltas += [{"content": text} for text in reply.content]
         try:
             self._event(reply, _chunk(model, {"role": "assistant", "content": ""}, None))
+            for raw_chunk in reply.raw_chunks:
+                self._event(reply, raw_chunk)
             for sent, delta in enumerate([*deltas, None]):  # None: before the finish chunk
                 if sent == reply.cut_after:
-                    self._cut()
+                    self._cut(reply.cut_with)
                     return
                 if sent == reply.hang_after:
                     self.owner.wait(HANG_LIMIT_S)
@@ -212,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (a cancelled stream)
 
-    def _event(self, reply: Reply, data: dict[str, Any]) -> None:
+    def _event(self, reply: Reply, data: Any) -> None:
         self._write(reply, f"data: {json.dumps(data)}\n\n".encode())
 
     def _write(self, reply: Reply, data: bytes) -> None:
@@ -227,8 +242,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
-    def _cut(self) -> None:
+    def _cut(self, raw: bytes = b"") -> None:
         """Drop the connection without finishing the body."""
+        if raw:
+            self.wfile.write(raw)
         self.wfile.flush()
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -255,6 +272,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.close_connection = True
+
+    def _reply_error(self, reply: Reply) -> None:
+        if reply.error_body is None:
+            self._error(reply.status, reply.error_message)
+            return
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.error_content_type)
+        self.send_header("Content-Length", str(len(reply.error_body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(reply.error_body)
 
     def _error(self, status: int, message: str) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"

@@ -51,6 +51,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
+from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.splitter import ObservationSplitter
 
 if TYPE_CHECKING:
@@ -92,8 +93,14 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _one_line(text: str, limit: int = 240) -> str:
-    line = " ".join(str(text).split())
+def safe_line(text: object, limit: int = 240) -> str:
+    """Text a server sent, made fit to show: one line, no escapes or controls, bounded.
+
+    Error bodies, error events and model ids reach the screen, stderr and the log; a
+    hostile server could otherwise set the window title or write the clipboard there.
+    """
+    raw = str(text)[: 4 * limit + 8192]  # sanitize bounds an unterminated sequence
+    line = " ".join(sanitize(raw).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -112,12 +119,16 @@ def _server_message(exc: openai.APIError) -> str:
         for key in ("message", "detail", "error"):
             value = body.get(key)
             if isinstance(value, str) and value:
-                return _one_line(value)
+                return safe_line(value)
             if isinstance(value, dict) and isinstance(value.get("message"), str):
-                return _one_line(value["message"])
+                return safe_line(value["message"])
     if isinstance(body, str) and body:
-        return _one_line(body)
-    return _one_line(exc.message)
+        return safe_line(body)
+    return safe_line(exc.message)
+
+
+def _shown_model(name: str) -> str:
+    return safe_line(name, 80)
 
 
 def _int(value: Any) -> int:
@@ -144,6 +155,21 @@ class _Counts:
         self.generated += 1
         if reasoning:
             self.reasoning += 1
+
+
+def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
+    """The first choice's delta and finish reason, and the usage, whatever the chunk's shape.
+
+    The client builds chunks without validating them, so a server may put anything in any
+    field; what is not of the expected shape counts as absent.
+    """
+    usage = getattr(chunk, "usage", None)
+    choices = getattr(chunk, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return None, None, usage
+    choice = choices[0]
+    finish = getattr(choice, "finish_reason", None)
+    return getattr(choice, "delta", None), finish if isinstance(finish, str) else None, usage
 
 
 class _End:
@@ -222,7 +248,7 @@ class RemoteEngine:
     ) -> None:
         self.url = url
         self.base_url = base_url(url)
-        self.where = display_url(self.base_url)
+        self.where = safe_line(display_url(self.base_url), 200)
         self.requested_model = model
         self.api_key_env = api_key_env
         """The name of the variable holding the key; the key itself is never stored."""
@@ -239,9 +265,8 @@ class RemoteEngine:
     # -- the protocol ------------------------------------------------------------------
     @property
     def info(self) -> EngineInfo:
-        return EngineInfo(
-            self._model or "(server model)", self.where, self._context_size(), remote=True
-        )
+        name = _shown_model(self._model) if self._model else "(server model)"
+        return EngineInfo(name, self.where, self._context_size(), remote=True)
 
     @property
     def loaded(self) -> bool:
@@ -273,13 +298,17 @@ class RemoteEngine:
                 import openai
 
                 if isinstance(exc, openai.NotFoundError) and self.requested_model:
-                    log.warning("%s does not list its models; using %s", self.where, self._model)
+                    log.warning(
+                        "%s does not list its models; using %s",
+                        self.where,
+                        _shown_model(self._model),
+                    )
                     served = []
                 else:
                     raise EngineError(self._describe(exc, "listing the models")) from None
-            names = [str(m.id) for m in served]
+            names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
             self._model = self._choose_model(names)
-            chosen = next((m for m in served if str(m.id) == self._model), None)
+            chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
             reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
             if not reported:
                 reported = self._llama_server_ctx(client)
@@ -289,7 +318,7 @@ class RemoteEngine:
         log.info(
             "connected to %s: model=%s n_ctx=%d (%s)",
             self.where,
-            self._model,
+            _shown_model(self._model),
             self._context_size(),
             "reported by the server" if reported else "from the setting or default",
         )
@@ -354,12 +383,13 @@ class RemoteEngine:
                     doing = STREAMING if counts.generated else "starting the answer"
                     error = self._describe(item, doing)
                     break
-                if item.usage is not None:
-                    usage = item.usage
-                for choice in item.choices[:1]:
-                    yield from self._deltas(splitter, counts, choice.delta)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                delta, finished, reported = _read_chunk(item)
+                if reported is not None:
+                    usage = reported
+                if delta is not None:
+                    yield from self._deltas(splitter, counts, delta)
+                if finished:
+                    finish = finished
         finally:
             reader.close()
         if stop is None:
@@ -378,7 +408,7 @@ class RemoteEngine:
                 stop = _STOP_REASONS.get(finish, "eos")
         if error:
             log.warning("remote turn failed: %s", error)
-        if usage is not None and _int(usage.prompt_tokens):
+        if _int(getattr(usage, "prompt_tokens", 0)):
             self._calibrate(prompt_chars, int(usage.prompt_tokens))
         yield from self._flush(splitter, counts)
         yield self._finish(splitter, counts, started, estimate, usage, stop, error)
@@ -418,7 +448,7 @@ class RemoteEngine:
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
     ) -> Iterator[EngineEvent]:
         reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        content = delta.content
+        content = getattr(delta, "content", None)
         if isinstance(reasoning, str) and reasoning:
             counts.tick(reasoning=True)
             text = splitter.feed_reasoning(reasoning)
@@ -509,7 +539,11 @@ class RemoteEngine:
                     options={"headers": self._auth_headers()},
                 )
         except Exception as exc:
-            log.info("%s has no usable /tokenize (%s); estimating prompt sizes", self.where, exc)
+            log.info(
+                "%s has no usable /tokenize (%s); estimating prompt sizes",
+                self.where,
+                self._describe(exc, "counting the prompt"),
+            )
             self._server_tokenizes = False
             return 0
         count = _int(reply.get("count")) if isinstance(reply, dict) else 0
@@ -536,17 +570,17 @@ class RemoteEngine:
 
     def _choose_model(self, names: list[str]) -> str:
         wanted = self.requested_model
+        shown = ", ".join(_shown_model(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
         if wanted:
             if names and wanted not in names:
                 raise EngineError(
-                    f"{self.where} does not serve {wanted!r}; it serves: {', '.join(names)}"
+                    f"{self.where} does not serve '{_shown_model(wanted)}'; it serves: {shown}"
                 )
             return wanted
         if len(names) == 1:
             return names[0]
         if not names:
             raise EngineError(f"{self.where} lists no models; name one with --server-model NAME")
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
         raise EngineError(
             f"{self.where} serves {len(names)} models ({shown}); choose one with --server-model NAME"
         )
@@ -607,9 +641,9 @@ class RemoteEngine:
             if doing == STREAMING:
                 return (
                     f"the connection to {where} broke during the answer "
-                    f"({_one_line(cause_text, 120)}){kept}; try again"
+                    f"({safe_line(cause_text, 120)}){kept}; try again"
                 )
-            return f"cannot reach {where} while {doing}: {_one_line(cause_text, 160)}"
+            return f"cannot reach {where} while {doing}: {safe_line(cause_text, 160)}"
         if isinstance(exc, openai.AuthenticationError):
             if self.api_key_env:
                 return (
@@ -628,7 +662,8 @@ class RemoteEngine:
                     f"no OpenAI-compatible API at {where} (404 on /models); the URL "
                     "usually ends in /v1"
                 )
-            return f"{where} answered 404 (model {self._model!r}?): {_server_message(exc)}"
+            model = _shown_model(self._model)
+            return f"{where} answered 404 (model '{model}'?): {_server_message(exc)}"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             text = f"{where} answered HTTP {status} while {doing}: {_server_message(exc)}"
@@ -637,7 +672,10 @@ class RemoteEngine:
             return text
         if isinstance(exc, openai.APIError):
             return f"{where} reported an error while {doing}: {_server_message(exc)}{kept}"
-        return f"unexpected reply from {where} while {doing}: {type(exc).__name__}: {_one_line(str(exc), 160)}"
+        return (
+            f"unexpected reply from {where} while {doing}: "
+            f"{type(exc).__name__}: {safe_line(exc, 160)}"
+        )
 
 
 class _ClosingStream:

@@ -1,0 +1,220 @@
+"""A hostile server on 127.0.0.1: nothing it sends besides the answer reaches a user raw.
+
+Error bodies, error events, model ids and broken streams carry terminal escapes (a
+clipboard write, a window title), C1 controls, bidi overrides, DEL and NUL; whatever the
+engine hands out (EngineError messages, a turn's error, EngineInfo, log records) must be
+one bounded line with none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import unicodedata
+from collections.abc import Iterator
+
+import pytest
+from faultserver import FaultServer, Reply
+
+from agentworld_tui.engines.base import (
+    EngineError,
+    EngineEvent,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+)
+from agentworld_tui.engines.remote import RemoteEngine, safe_line
+
+HOSTILE = (
+    "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned title\x07\x1b[31m\x9b2J\u202etxet\u202c\x7f\x00"
+    "\r\nnext\tline\x1bPq#0\x1b\\\x85\u2028\u2066end\x07"
+)
+"""Clipboard write (OSC 52), window title (OSC 0), CSI, 8-bit CSI, bidi override and
+isolate, DEL, NUL, CR LF, tab, DCS, NEL, line separator, BEL."""
+READABLE = ("txet", "next line", "end")
+MESSAGES = [{"role": "user", "content": "ls"}]
+PARAMS = GenerationParams(max_tokens=50, enable_thinking=False)
+LIMIT = 800
+"""No message the engine writes is longer than this, however long the server's text."""
+
+
+def is_harmful(ch: str) -> bool:
+    return (
+        unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        or ch in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    )
+
+
+def assert_safe(text: str, *, readable: bool = True) -> None:
+    assert text, "empty"
+    bad = sorted({f"U+{ord(ch):04X}" for ch in text if is_harmful(ch)})
+    assert not bad, f"{bad} in {text!r}"
+    assert len(text) <= LIMIT, len(text)
+    if readable:  # the visible part of the server's text is still there to read
+        assert all(word in text for word in READABLE), text
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer() as running:
+        yield running
+
+
+@pytest.fixture
+def records(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    with caplog.at_level(logging.DEBUG, logger="agentworld"):
+        yield caplog
+
+
+def assert_logs_safe(records: pytest.LogCaptureFixture) -> None:
+    messages = [r.getMessage() for r in records.records if r.name.startswith("agentworld")]
+    assert messages
+    for message in messages:
+        assert_safe(message, readable=False)
+
+
+def load_error(engine: RemoteEngine) -> str:
+    with pytest.raises(EngineError) as caught:
+        engine.load()
+    return str(caught.value)
+
+
+def turn(engine: RemoteEngine) -> Finished:
+    events: list[EngineEvent] = list(engine.stream(MESSAGES, PARAMS, GenerationControl()))
+    last = events[-1]
+    assert isinstance(last, Finished)
+    return last
+
+
+def test_safe_line_bounds_and_cleans() -> None:
+    line = safe_line(HOSTILE + "x" * 100_000, 200)
+    assert_safe(line)
+    assert len(line) == 200 and line.endswith("…")
+    unterminated = safe_line("\x1b]52;c;" + "A" * 50_000 + " tail", 120)
+    assert "\x1b" not in unterminated and len(unterminated) <= 120
+
+
+# -- loading: /v1/models -----------------------------------------------------------------
+def test_a_hostile_model_id_is_shown_clean(
+    server: FaultServer, records: pytest.LogCaptureFixture
+) -> None:
+    server.models = [{"id": HOSTILE, "object": "model", "max_model_len": 4096}]
+    engine = RemoteEngine(server.url)
+    engine.load()
+    assert_safe(engine.info.name)
+    assert_safe(engine.info.where, readable=False)
+    assert_logs_safe(records)
+    assert turn(engine).error == ""
+    assert server.chat_requests()[-1].body["model"] == HOSTILE  # sent back as the server named it
+
+
+def test_hostile_model_ids_in_load_errors(server: FaultServer) -> None:
+    server.models = [{"id": HOSTILE, "object": "model"}, {"id": "b" + HOSTILE, "object": "model"}]
+    assert_safe(load_error(RemoteEngine(server.url)))
+    assert_safe(load_error(RemoteEngine(server.url, model="missing")))
+    server.models = [{"id": HOSTILE * 2000, "object": "model"}] * 20  # huge ids, many of them
+    assert_safe(load_error(RemoteEngine(server.url, model="missing")))
+
+
+def test_a_model_list_of_the_wrong_shape_is_a_clear_error(server: FaultServer) -> None:
+    server.models = [{"object": "model"}, {"id": 7}]  # type: ignore[list-item]
+    message = load_error(RemoteEngine(server.url))
+    assert "lists no models" in message
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=500, error_message=HOSTILE),
+        Reply(status=503, error_body=HOSTILE.encode()),
+        Reply(status=403, error_message=HOSTILE),
+        Reply(status=401, error_message=HOSTILE),
+        Reply(status=400, error_body=json.dumps({"detail": HOSTILE}).encode()),
+        Reply(status=502, error_body=(HOSTILE * 40_000).encode(), error_content_type="text/html"),
+    ],
+    ids=["500-json", "503-text", "403", "401-key", "400-detail", "502-huge"],
+)
+def test_error_bodies_while_loading(
+    server: FaultServer,
+    reply: Reply,
+    monkeypatch: pytest.MonkeyPatch,
+    records: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("WORLD_KEY", "sk-1")
+    server.models_reply = reply
+    message = load_error(RemoteEngine(server.url, api_key_env="WORLD_KEY"))
+    assert_safe(message)
+    assert f"HTTP {reply.status}" in message or f"({reply.status}" in message
+
+
+# -- streaming ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=400, error_message=HOSTILE),
+        Reply(status=422, error_body=HOSTILE.encode()),
+        Reply(status=500, error_message=HOSTILE),
+        Reply(status=503, error_body=(HOSTILE * 40_000).encode()),
+        Reply(status=429, error_body=json.dumps({"error": HOSTILE}).encode()),
+    ],
+    ids=["400-json", "422-text", "500-json", "503-huge", "429-error-string"],
+)
+def test_error_bodies_while_streaming(
+    server: FaultServer, reply: Reply, records: pytest.LogCaptureFixture
+) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    server.queue(reply)
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert_safe(done.error)
+    assert_logs_safe(records)
+    assert turn(engine).error == ""  # still usable
+
+
+def test_a_404_names_a_hostile_model_clean(server: FaultServer) -> None:
+    server.models = [{"id": HOSTILE, "object": "model"}]
+    engine = RemoteEngine(server.url)
+    engine.load()
+    server.queue(Reply(status=404, error_message=HOSTILE))
+    assert_safe(turn(engine).error)
+
+
+def test_an_error_event_in_the_stream(
+    server: FaultServer, records: pytest.LogCaptureFixture
+) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    server.queue(Reply(content=["a", "b"], error_event_after=1, error_message=HOSTILE * 500))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert_safe(done.error)
+    assert_logs_safe(records)
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_a_connection_dropped_after_hostile_bytes(server: FaultServer, chunked: bool) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    garbage = (HOSTILE + "\r\n").encode()
+    server.queue(Reply(content=["a", "b"], cut_after=1, cut_with=garbage, chunked=chunked))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert_safe(done.error, readable=False)
+
+
+def test_chunks_of_the_wrong_shape_end_the_turn_cleanly(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    odd = [
+        {"choices": HOSTILE},
+        {"choices": [HOSTILE]},
+        {"choices": [{"delta": HOSTILE, "finish_reason": {"x": 1}}]},
+        {"choices": [{"delta": {"content": {"x": HOSTILE}}}], "usage": HOSTILE},
+        {"choices": [], "usage": {"prompt_tokens": HOSTILE, "completion_tokens": [1]}},
+        [HOSTILE],
+        HOSTILE,
+    ]
+    server.queue(Reply(raw_chunks=odd, content=["<predicted_observation>\nfine"]))
+    done = turn(engine)
+    assert (done.observation, done.error, done.stats.stop_reason) == ("fine", "", "eos")
