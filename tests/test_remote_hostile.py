@@ -8,6 +8,7 @@ one bounded line with none of them.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import unicodedata
@@ -218,3 +219,67 @@ def test_chunks_of_the_wrong_shape_end_the_turn_cleanly(server: FaultServer) -> 
     server.queue(Reply(raw_chunks=odd, content=["<predicted_observation>\nfine"]))
     done = turn(engine)
     assert (done.observation, done.error, done.stats.stop_reason) == ("fine", "", "eos")
+
+
+# -- replies too big or too slow -------------------------------------------------------------
+def test_a_huge_model_list_is_refused_without_reading_it_all(server: FaultServer) -> None:
+    server.models = [{"id": f"model-{i:08d}", "object": "model"} for i in range(1_000_000)]
+    server.models_reply = Reply(status=200)
+    message = load_error(RemoteEngine(server.url))
+    assert "sent a reply longer than 8 MiB while listing the models" in message
+    assert_safe(message, readable=False)
+    assert server.body_bytes_sent < len(json.dumps({"data": server.models})) // 2
+
+
+def test_a_huge_error_body_is_cut_short(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    body = ("boom " * 20_000_000).encode()
+    server.queue(Reply(status=500, error_body=body))
+    done = turn(engine)
+    assert (
+        done.error
+        == f"{server.url} answered HTTP 500 while starting the answer: "
+        + ("boom " * 47)
+        + "boom…; try again"
+    )
+    assert server.body_bytes_sent < len(body) // 2
+
+
+def test_a_compressed_error_body_is_not_unpacked(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    secret = json.dumps({"error": {"message": "unpacked " * 1000}}).encode()
+    body = gzip.compress(secret + b" " * (256 << 20))  # a small reply, 256 MiB unpacked
+    server.queue(Reply(status=500, error_body=body, content_encoding="gzip"))
+    done = turn(engine)
+    assert done.error.startswith(f"{server.url} answered HTTP 500 while starting the answer")
+    assert "unpacked" not in done.error
+    assert_safe(done.error, readable=False)
+    assert all(r.headers.get("accept-encoding") == "identity" for r in server.requests)
+
+
+def test_a_trickled_model_list_is_given_up(server: FaultServer) -> None:
+    server.models_reply = Reply(status=200, trickle_s=0.05)
+    message = load_error(RemoteEngine(server.url, timeout=0.5))
+    assert "took more than 0.5 s to send its reply while listing the models" in message
+
+
+def test_a_trickled_error_body_is_given_up(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url, timeout=0.5)
+    engine.load()
+    server.queue(Reply(status=500, error_message="slow " * 1000, trickle_s=0.05))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert "took more than 0.5 s to send its reply while starting the answer" in done.error
+
+
+def test_an_endless_line_in_the_stream_is_refused(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url, timeout=20)
+    engine.load()
+    server.queue(Reply(content=["<predicted_observation>\nbegun"], endless_line=True))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert "sent a line of its stream longer than 4 MiB while streaming the answer" in done.error
+    assert "partial output is kept" in done.error
+    assert done.observation == "begun"

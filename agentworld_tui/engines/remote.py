@@ -602,16 +602,24 @@ class RemoteEngine:
         return {"Authorization": openai.Omit()}
 
     def _client(self, read_timeout: float) -> openai.OpenAI:
-        """A client for one request: the key lives in it, and it is closed after use."""
+        """A client for one request: the key lives in it, and it is closed after use.
+
+        Its replies are bounded in size, and those other than the answer's stream in time.
+        """
         import httpx2
         import openai
 
+        from agentworld_tui.engines.bounded_http import bounded_client
+
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
+        http = bounded_client(timeout, deadline_s=read_timeout)
         return openai.OpenAI(
             base_url=self.base_url,
             api_key=key or "no-key",  # never sent: _auth_headers leaves the header out
-            timeout=httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S),
+            timeout=timeout,
             max_retries=0,
+            http_client=http,
         )
 
     # -- errors ----------------------------------------------------------------------------
@@ -619,8 +627,13 @@ class RemoteEngine:
         """One line that says what went wrong talking to the server and what to try."""
         import openai
 
+        from agentworld_tui.engines.bounded_http import ReplyRefused
+
         where = self.where
         kept = "; the partial output is kept" if doing == STREAMING else ""
+        refused = next((c for c in _causes(exc) if isinstance(c, ReplyRefused)), None)
+        if refused is not None:
+            return f"{where} {refused} while {doing}{kept}; the server may be broken or hostile"
         if isinstance(exc, openai.APITimeoutError):
             return (
                 f"{where} sent nothing for {self.timeout:g} s while {doing} (timeout){kept}; "
