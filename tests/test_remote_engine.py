@@ -160,7 +160,7 @@ def test_turn_end_to_end_through_llama_cpp_server(llama_server: str) -> None:
         assert done.closed_reasoning
         stats = done.stats
         assert stats.stop_reason == "eos"
-        assert stats.generated_tokens > 10  # counted from the streamed chunks
+        assert stats.generated_tokens > 10  # estimated from the streamed text
         assert 0 < stats.reasoning_tokens < stats.generated_tokens
         assert stats.prompt_tokens > 0
         assert stats.n_ctx == 4096
@@ -213,8 +213,10 @@ def server() -> Iterator[FaultServer]:
         yield running
 
 
-def connected(server: FaultServer, *, timeout: float = 5.0) -> RemoteEngine:
-    engine = RemoteEngine(server.url, timeout=timeout)
+def connected(
+    server: FaultServer, *, timeout: float = 5.0, idle_timeout: float = 120.0
+) -> RemoteEngine:
+    engine = RemoteEngine(server.url, timeout=timeout, idle_timeout=idle_timeout)
     engine.load()
     return engine
 
@@ -246,7 +248,10 @@ def test_reasoning_in_its_own_field_and_usage(server: FaultServer) -> None:
     stats = done.stats
     assert (stats.prompt_tokens, stats.evaluated_prompt_tokens) == (40, 10)
     assert stats.generated_tokens == 12
-    assert stats.reasoning_tokens == 2  # the chunks in the reasoning field
+    reasoning_chars = len("The user lists files.")
+    answer_chars = len("\n\n<predicted_observation>\nfile_a\n</predicted_observation>")
+    # The server gave no reasoning count: its total is shared out by the text's length.
+    assert stats.reasoning_tokens == round(12 * reasoning_chars / (reasoning_chars + answer_chars))
     assert stats.stop_reason == "eos"
     assert done.error == ""
 
@@ -353,13 +358,14 @@ def test_timeout_before_the_first_byte_then_retry(server: FaultServer) -> None:
 
 
 def test_timeout_mid_answer_keeps_the_partial_output(server: FaultServer) -> None:
-    engine = connected(server, timeout=0.5)
+    engine = connected(server, timeout=30.0, idle_timeout=0.5)
     server.queue(
         Reply(reasoning=["half a thought"], content=["<predicted_observation>\nab"], hang_after=2)
     )
     done = finished(collect(engine))
     assert done.stats.stop_reason == "error"
-    assert "(timeout); the partial output is kept" in done.error
+    assert "sent nothing for 0.5 s while streaming the answer (idle timeout)" in done.error
+    assert "the partial output is kept" in done.error
     assert (done.reasoning, done.observation) == ("half a thought", "ab")
 
 
@@ -604,3 +610,44 @@ def test_no_key_is_read_from_openai_api_key(
     engine = connected(server)
     assert finished(collect(engine)).error == ""
     assert all("authorization" not in r.headers for r in server.requests)
+
+
+def test_generated_tokens_are_estimated_from_the_text(server: FaultServer) -> None:
+    engine = connected(server)
+    chunks = [
+        "The user lists the files in the folder. ",
+        "It holds four of them.</think>\n\n<predicted_observation>\n",
+        "file_a  file_b  file_c  file_d\n",
+        "</predicted_observation>",
+    ]
+    server.queue(Reply(content=chunks))  # no usage reported
+    events = collect(engine)
+    done = finished(events)
+    assert done.error == ""
+    text = "".join(chunks)
+    assert done.stats.generated_tokens == math.ceil(len(text) / 3.0) == engine.count_tokens(text)
+    assert 0 < done.stats.reasoning_tokens < done.stats.generated_tokens
+    first = next(e for e in events if isinstance(e, ReasoningDelta))
+    assert first.generated == math.ceil(len(chunks[0]) / 3.0)  # tokens, not chunks
+    counts = [e.generated for e in events if isinstance(e, (ReasoningDelta, AnswerDelta))]
+    assert counts == sorted(counts) and counts[-1] <= done.stats.generated_tokens
+
+
+def test_the_servers_usage_corrects_the_estimate(server: FaultServer) -> None:
+    engine = connected(server)
+    usage = {
+        "prompt_tokens": 30,
+        "completion_tokens": 9,
+        "total_tokens": 39,
+        "completion_tokens_details": {"reasoning_tokens": 4},
+    }
+    server.queue(
+        Reply(
+            reasoning=["a long thought " * 20], content=["<predicted_observation>\nok"], usage=usage
+        )
+    )
+    events = collect(engine)
+    done = finished(events)
+    streamed_counts = [e.generated for e in events if isinstance(e, ReasoningDelta)]
+    assert streamed_counts[0] == math.ceil(len("a long thought " * 20) / 3.0)  # estimated
+    assert (done.stats.generated_tokens, done.stats.reasoning_tokens) == (9, 4)  # corrected

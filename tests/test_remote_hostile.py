@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterator
 
 import pytest
-from faultserver import FaultServer, Reply
+from faultserver import ENDLESS_CHUNKS, FaultServer, Reply
 
 from agentworld_tui.engines.base import (
     EngineError,
@@ -271,7 +271,7 @@ def test_a_trickled_error_body_is_given_up(server: FaultServer) -> None:
     server.queue(Reply(status=500, error_message="slow " * 1000, trickle_s=0.05))
     done = turn(engine)
     assert done.stats.stop_reason == "error"
-    assert "took more than 0.5 s to send its reply while starting the answer" in done.error
+    assert "sent nothing for 0.5 s while starting the answer (timeout)" in done.error
 
 
 def test_an_endless_line_in_the_stream_is_refused(server: FaultServer) -> None:
@@ -283,3 +283,51 @@ def test_an_endless_line_in_the_stream_is_refused(server: FaultServer) -> None:
     assert "sent a line of its stream longer than 4 MiB while streaming the answer" in done.error
     assert "partial output is kept" in done.error
     assert done.observation == "begun"
+
+
+# -- servers that do not stop ----------------------------------------------------------------
+@pytest.mark.parametrize("text", ["more text ", "x" * 100_000], ids=["small-chunks", "huge-chunks"])
+def test_a_server_that_ignores_max_tokens_is_cut_off(server: FaultServer, text: str) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    server.queue(Reply(content=["<predicted_observation>\n"], endless=text))
+    done = turn(engine)
+    assert (done.stats.stop_reason, done.error) == ("max_tokens", "")
+    assert done.observation.startswith(text.strip())
+    assert len(done.observation) <= (PARAMS.max_tokens + 1) * len(text)
+    assert done.stats.generated_tokens > PARAMS.max_tokens
+    if len(text) > 1000:  # gigabytes on offer: only a little was taken
+        assert server.body_bytes_sent < ENDLESS_CHUNKS * len(text) // 100
+    assert server.chat_requests()[-1].body["max_tokens"] == PARAMS.max_tokens
+    server.queue(Reply(content=["next"]))
+    assert turn(engine).observation == "next"
+
+
+def test_a_server_that_sends_empty_chunks_for_ever_is_cut_off(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url)
+    engine.load()
+    blank = {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}}]}
+    server.queue(Reply(raw_chunks=[blank] * 20_000, content=["never"]))
+    done = turn(engine)
+    assert (done.stats.stop_reason, done.error, done.observation) == ("max_tokens", "", "")
+
+
+def test_a_server_sending_a_byte_at_a_time_hits_the_idle_timeout(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url, timeout=30.0, idle_timeout=0.5)
+    engine.load()
+    content = ["<predicted_observation>\nbegun", " and more"]
+    server.queue(Reply(content=content, trickle_after=1, trickle_s=0.05))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert "sent nothing for 0.5 s while streaming the answer (idle timeout)" in done.error
+    assert "[server] idle_timeout" in done.error and "partial output is kept" in done.error
+    assert done.observation == "begun"
+
+
+def test_a_server_trickling_its_first_chunk_hits_the_timeout(server: FaultServer) -> None:
+    engine = RemoteEngine(server.url, timeout=0.5, idle_timeout=0.5)
+    engine.load()
+    server.queue(Reply(content=["<predicted_observation>\nlate"], trickle_after=0, trickle_s=0.05))
+    done = turn(engine)
+    assert done.stats.stop_reason == "error"
+    assert "sent nothing for 0.5 s while starting the answer (timeout)" in done.error

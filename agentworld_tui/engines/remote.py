@@ -8,11 +8,18 @@ where it is silent:
   server runs a reasoning parser, otherwise inline, closed by ``</think>``;
 - the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
   llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
-- token counts come from the usage chunk when the server sends one, else from counting
-  the streamed chunks (about one token each);
+- token counts come from the usage the server reports (llama.cpp's server, vLLM and
+  SGLang send it in the last chunk), else they are estimated from the streamed text with
+  the same characters-per-token ratio as ``count_tokens``;
 - ``count_tokens`` is an estimate (characters per token, recalibrated from the prompt
   sizes the server reports), because asking the server for every message of the history
   would cost a round trip each.
+
+The server is not trusted to keep to the request: the engine stops reading once the
+stream holds more than ``max_tokens`` tokens (counted from below: a chunk carries at
+least one token, a token at most ``LONGEST_TOKEN_CHARS`` characters), and gives up on a
+server that sends no chunk for ``idle_timeout`` seconds once the answer has begun
+(``timeout`` before: a long prompt delays the first).
 
 A remote server cannot be made to stop reasoning and answer mid-stream (that needs
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
@@ -69,6 +76,12 @@ CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
 """How often a waiting stream looks at the cancel request."""
 STREAMING = "streaming the answer"
+LONGEST_TOKEN_CHARS = 256
+"""More characters than any token of a real vocabulary holds."""
+BLANK_CHUNK_SLACK = 16
+"""Chunks without text that are not tokens (the role, the finish, keep-alives)."""
+READ_AHEAD = 256
+"""Chunks the reader may hold before the consumer takes them."""
 
 
 def base_url(url: str) -> str:
@@ -140,21 +153,73 @@ _STOP_REASONS: dict[str, StopReason] = {"stop": "eos", "length": "max_tokens"}
 
 @dataclass
 class _Counts:
-    """What the stream has produced so far (chunks stand in for tokens)."""
+    """The tokens the stream has produced so far.
 
-    generated: int = 0
-    reasoning: int = 0
+    The server's own count where it reports one, else an estimate from the text; and,
+    apart, a count that is never above the truth, for holding the server to max_tokens.
+    """
+
+    chars_per_token: float = CHARS_PER_TOKEN
+    chars: int = 0
+    reasoning_chars: int = 0
+    pieces: int = 0
+    """Chunks that carried text: at least one token each."""
+    reasoning_pieces: int = 0
+    blanks: int = 0
+    reported: int = 0
+    """Completion tokens the server reported (0 until it does)."""
+    reported_reasoning: int = 0
     first_at: float | None = None
     last_at: float | None = None
 
-    def tick(self, *, reasoning: bool) -> None:
+    @property
+    def started(self) -> bool:
+        return self.pieces > 0
+
+    def chunk(self, reasoning: str, answer: str) -> None:
+        """Count one chunk's text: its reasoning, and its answer (or inline reasoning)."""
+        if not reasoning and not answer:
+            self.blanks += 1
+            return
         now = time.perf_counter()
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
-        self.generated += 1
+        self.pieces += 1
+        self.chars += len(reasoning) + len(answer)
+        self.reasoning_chars += len(reasoning)
         if reasoning:
-            self.reasoning += 1
+            self.reasoning_pieces += 1
+
+    def report(self, usage: Any) -> None:
+        completion = _int(getattr(usage, "completion_tokens", 0))
+        if completion:
+            self.reported = completion
+            details = getattr(usage, "completion_tokens_details", None)
+            self.reported_reasoning = _int(getattr(details, "reasoning_tokens", 0))
+
+    @property
+    def generated(self) -> int:
+        if self.reported:
+            return self.reported
+        return max(self.pieces, math.ceil(self.chars / self.chars_per_token))
+
+    @property
+    def reasoning(self) -> int:
+        if self.reported:
+            if self.reported_reasoning:
+                return self.reported_reasoning
+            return round(self.reported * self.reasoning_chars / self.chars) if self.chars else 0
+        return max(self.reasoning_pieces, math.ceil(self.reasoning_chars / self.chars_per_token))
+
+    @property
+    def at_least(self) -> int:
+        """Tokens the server has surely generated, whatever it says."""
+        return max(
+            self.reported,
+            self.pieces + max(0, self.blanks - BLANK_CHUNK_SLACK),
+            math.ceil(self.chars / LONGEST_TOKEN_CHARS),
+        )
 
 
 def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
@@ -185,7 +250,9 @@ class _ChunkReader:
 
     def __init__(self, open_stream: Callable[[], Any]) -> None:
         self._open_stream = open_stream
-        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue()
+        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue(
+            READ_AHEAD
+        )
         self._closed = threading.Event()
         self._stream: Any = None
         self._lock = threading.Lock()
@@ -208,6 +275,16 @@ class _ChunkReader:
             except Exception:  # closing a response another thread reads may fail; fine
                 log.debug("closing the stream failed", exc_info=True)
 
+    def _put(self, item: ChatCompletionChunk | BaseException | _End) -> bool:
+        """Queue ``item`` once there is room; False (and dropped) once closed."""
+        while not self._closed.is_set():
+            try:
+                self._items.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _run(self) -> None:
         try:
             stream = self._open_stream()
@@ -217,13 +294,11 @@ class _ChunkReader:
                 stream.close()
                 return
             for chunk in stream:
-                if self._closed.is_set():
+                if not self._put(chunk):
                     break
-                self._items.put(chunk)
-            self._items.put(_End())
+            self._put(_End())
         except Exception as exc:
-            if not self._closed.is_set():
-                self._items.put(exc)
+            self._put(exc)
         finally:
             with self._lock:
                 stream, self._stream = self._stream, None
@@ -245,6 +320,7 @@ class RemoteEngine:
         api_key_env: str = "",
         n_ctx: int = 0,
         timeout: float = 300.0,
+        idle_timeout: float = 120.0,
     ) -> None:
         self.url = url
         self.base_url = base_url(url)
@@ -254,7 +330,10 @@ class RemoteEngine:
         """The name of the variable holding the key; the key itself is never stored."""
         self.requested_ctx = n_ctx
         self.timeout = timeout
-        """Seconds to wait for the server's next bytes (a long prompt delays the first)."""
+        """Seconds to wait for a reply, and for the answer's first chunk (a long prompt
+        delays it)."""
+        self.idle_timeout = idle_timeout
+        """Seconds to wait for the next chunk once the answer has begun."""
         self._model = model
         self._n_ctx = 0
         self._ctx_from_server = False
@@ -336,7 +415,7 @@ class RemoteEngine:
     ) -> Iterator[EngineEvent]:
         started = time.perf_counter()
         splitter = ObservationSplitter(starts_in_reasoning=params.enable_thinking)
-        counts = _Counts()
+        counts = _Counts(self._chars_per_token)
         prompt_chars = sum(len(m.get("content", "")) for m in messages)
         estimate = self._estimate(messages)
         if not self._loaded:
@@ -367,6 +446,7 @@ class RemoteEngine:
         usage: Any = None
         error = ""
         stop: StopReason | None = None
+        last_chunk_at = time.monotonic()
         try:
             while True:
                 if control.cancelled:
@@ -376,20 +456,33 @@ class RemoteEngine:
                     log.info("answer-now is not available on a remote server; ignored")
                 item = reader.get(POLL_S)
                 if item is None:
+                    wait = self.idle_timeout if counts.started else self.timeout
+                    if time.monotonic() - last_chunk_at > wait:
+                        error = self._silent(wait, streaming=counts.started)
+                        break
                     continue
+                last_chunk_at = time.monotonic()
                 if isinstance(item, _End):
                     break
                 if isinstance(item, BaseException):
-                    doing = STREAMING if counts.generated else "starting the answer"
+                    doing = STREAMING if counts.started else "starting the answer"
                     error = self._describe(item, doing)
                     break
                 delta, finished, reported = _read_chunk(item)
                 if reported is not None:
                     usage = reported
-                if delta is not None:
-                    yield from self._deltas(splitter, counts, delta)
+                    counts.report(reported)
+                yield from self._deltas(splitter, counts, delta)
                 if finished:
                     finish = finished
+                if counts.at_least > max_tokens:
+                    log.warning(
+                        "%s kept sending past max_tokens (%d); the stream was closed",
+                        self.where,
+                        max_tokens,
+                    )
+                    stop = "max_tokens"
+                    break
         finally:
             reader.close()
         if stop is None:
@@ -436,7 +529,11 @@ class RemoteEngine:
         return request
 
     def _open_stream(self, request: dict[str, Any]) -> Any:
-        client = self._client(self.timeout)
+        # The stream's pauses are timed by the consumer (``stream``); the client's own
+        # timeouts are only a backstop that lets a reader blocked on a silent or
+        # trickling server end on its own.
+        backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
+        client = self._client(backstop)
         try:
             stream = client.chat.completions.create(**request)
         except BaseException:
@@ -448,14 +545,15 @@ class RemoteEngine:
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
     ) -> Iterator[EngineEvent]:
         reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        reasoning = reasoning if isinstance(reasoning, str) else ""
         content = getattr(delta, "content", None)
-        if isinstance(reasoning, str) and reasoning:
-            counts.tick(reasoning=True)
+        content = content if isinstance(content, str) else ""
+        inline = splitter.in_reasoning and not reasoning
+        counts.chunk(reasoning + (content if inline else ""), "" if inline else content)
+        if reasoning:
             text = splitter.feed_reasoning(reasoning)
             yield ReasoningDelta(text, counts.generated, counts.reasoning)
-        if isinstance(content, str) and content:
-            if not reasoning:
-                counts.tick(reasoning=splitter.in_reasoning)
+        if content:
             yield from self._events(splitter, splitter.feed(content), counts)
 
     @staticmethod
@@ -623,6 +721,18 @@ class RemoteEngine:
         )
 
     # -- errors ----------------------------------------------------------------------------
+    def _silent(self, seconds: float, *, streaming: bool) -> str:
+        if not streaming:
+            return (
+                f"{self.where} sent nothing for {seconds:g} s while starting the answer "
+                "(timeout); the server may be busy or stuck, try again"
+            )
+        return (
+            f"{self.where} sent nothing for {seconds:g} s while streaming the answer (idle "
+            "timeout); the partial output is kept; the server may be busy or stuck, try "
+            "again ([server] idle_timeout sets how long to wait)"
+        )
+
     def _describe(self, exc: BaseException, doing: str) -> str:
         """One line that says what went wrong talking to the server and what to try."""
         import openai
