@@ -96,6 +96,12 @@ class FaultServer:
     the model list sent as the reply says (trickled)."""
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
+    accepted: frozenset[str] | None = None
+    """When set, a chat request with any other top-level field is refused, as a strict
+    hosted API does, in the style ``refusal`` names."""
+    refusal: str = "openai"
+    """"openai": 400 naming the first unknown field; "pydantic": 422 listing each one;
+    "vague": 400 naming none."""
     body_bytes_sent: int = 0
     """Bytes of error and model-list bodies the client took (a cut-short read takes less)."""
 
@@ -207,6 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- chat -----------------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> None:
+        accepted = self.owner.accepted
+        unknown = [key for key in body if accepted is not None and key not in accepted]
+        if unknown:
+            self._refuse(unknown)
+            return
         reply = self.owner.next_reply()
         if reply.hang:
             self.owner.wait(HANG_LIMIT_S)
@@ -318,6 +329,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.close_connection = True
+
+    def _refuse(self, unknown: list[str]) -> None:
+        style = self.owner.refusal
+        if style == "pydantic":
+            detail = [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["body", key],
+                    "msg": "Extra inputs are not permitted",
+                    "input": None,
+                }
+                for key in unknown
+            ]
+            self._json(422, {"detail": detail})
+        elif style == "vague":
+            self._error(400, "Invalid request: unsupported parameter")
+        else:
+            self._error(400, f"Unrecognized request argument supplied: {unknown[0]}")
 
     def _reply_error(self, reply: Reply) -> None:
         if reply.error_body is None and not reply.trickle_s:

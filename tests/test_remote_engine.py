@@ -651,3 +651,82 @@ def test_the_servers_usage_corrects_the_estimate(server: FaultServer) -> None:
     streamed_counts = [e.generated for e in events if isinstance(e, ReasoningDelta)]
     assert streamed_counts[0] == math.ceil(len("a long thought " * 20) / 3.0)  # estimated
     assert (done.stats.generated_tokens, done.stats.reasoning_tokens) == (9, 4)  # corrected
+
+
+# -- a strict endpoint that refuses parameters it does not know ------------------------------
+OPENAI_FIELDS = frozenset(
+    {"model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens"}
+)
+
+
+@pytest.mark.parametrize("refusal", ["openai", "pydantic", "vague"])
+def test_parameters_a_strict_server_refuses_are_dropped(
+    server: FaultServer, refusal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.accepted = OPENAI_FIELDS | {"seed"}
+    server.refusal = refusal
+    engine = connected(server)
+    assert engine.dropped_params == ()
+    server.queue(Reply(content=["<predicted_observation>\nfirst"]))
+    with caplog.at_level(logging.WARNING, logger="agentworld.remote"):
+        done = finished(collect(engine, GenerationParams(max_tokens=50, seed=3)))
+    assert (done.error, done.observation) == ("", "first")
+    refused, accepted = server.chat_requests()
+    assert "top_k" in refused.body and "chat_template_kwargs" in refused.body
+    assert set(accepted.body) <= server.accepted and accepted.body["seed"] == 3
+    assert engine.dropped_params == ("chat_template_kwargs", "top_k")
+    assert any("left out from now on" in r.getMessage() for r in caplog.records)
+
+    server.queue(Reply(content=["second"]))  # remembered: one request, without them
+    assert finished(collect(engine, GenerationParams(enable_thinking=False))).observation == (
+        "second"
+    )
+    assert len(server.chat_requests()) == 3
+    assert set(server.chat_requests()[-1].body) <= server.accepted
+
+
+def test_a_refused_seed_is_dropped_when_the_server_names_it(server: FaultServer) -> None:
+    server.accepted = OPENAI_FIELDS
+    engine = connected(server)
+    done = finished(collect(engine, GenerationParams(max_tokens=50, seed=3)))
+    assert done.error == ""
+    assert engine.dropped_params == ("chat_template_kwargs", "seed", "top_k")
+
+
+def test_a_refusal_that_dropping_does_not_cure_is_reported(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(
+        Reply(status=400, error_message="Unsupported value: messages[0].role"),
+        Reply(status=400, error_message="Unsupported value: messages[0].role"),
+    )
+    done = finished(collect(engine))
+    assert done.error.endswith(
+        "answered HTTP 400 while starting the answer: Unsupported value: messages[0].role"
+    )
+    assert len(server.chat_requests()) == 2  # tried once without the extras
+    assert engine.dropped_params == ()  # that did not help: they are sent again
+    assert finished(collect(engine)).error == ""
+    assert "top_k" in server.chat_requests()[-1].body
+
+
+def test_a_refusal_for_another_reason_is_not_retried(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(Reply(status=400, error_message="This model's maximum context length is 8192"))
+    done = finished(collect(engine))
+    assert "maximum context length" in done.error
+    assert len(server.chat_requests()) == 1 and engine.dropped_params == ()
+
+
+def test_a_validation_error_names_the_field(server: FaultServer) -> None:
+    server.queue(
+        Reply(
+            status=422,
+            error_body=json.dumps(
+                {"detail": [{"loc": ["body", "messages", 0], "msg": "Field required"}]}
+            ).encode(),
+        )
+    )
+    done = finished(collect(connected(server)))
+    assert done.error.endswith(
+        "answered HTTP 422 while starting the answer: messages.0: Field required"
+    )

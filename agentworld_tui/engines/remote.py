@@ -21,6 +21,12 @@ least one token, a token at most ``LONGEST_TOKEN_CHARS`` characters), and gives 
 server that sends no chunk for ``idle_timeout`` seconds once the answer has begun
 (``timeout`` before: a long prompt delays the first).
 
+Besides the OpenAI API's own parameters the engine sends ``top_k`` and
+``chat_template_kwargs`` (the thinking switch), which vLLM, SGLang and llama.cpp take and
+some hosted APIs refuse. A request refused with 400 or 422 for them (or for ``seed``,
+``top_p`` or ``stream_options`` when the refusal names one) is sent again without them,
+and they stay left out for the engine's life: ``dropped_params`` says which.
+
 A remote server cannot be made to stop reasoning and answer mid-stream (that needs
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
 requests and reasoning budgets are ignored.
@@ -32,10 +38,12 @@ kept on the engine, so it cannot reach settings, sessions, exports or logs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -82,6 +90,17 @@ BLANK_CHUNK_SLACK = 16
 """Chunks without text that are not tokens (the role, the finish, keep-alives)."""
 READ_AHEAD = 256
 """Chunks the reader may hold before the consumer takes them."""
+EXTRA_PARAMS = ("top_k", "chat_template_kwargs")
+"""Parameters outside the OpenAI API: all are dropped when a server refuses a request."""
+DROPPABLE_PARAMS = (*EXTRA_PARAMS, "seed", "top_p", "stream_options")
+"""Parameters a request can do without, dropped when a refusal names them."""
+_REFUSED_FIELD = re.compile(
+    r"unrecogni[sz]ed|unknown|unsupported|not (?:permitted|allowed|supported)|"
+    r"extra[ _](?:inputs?|fields?|param|parameters?|arguments?|forbidden)|"
+    r"additional properties|invalid (?:request )?(?:param|parameters?|arguments?|fields?)",
+    re.IGNORECASE,
+)
+"""How servers word a refusal of a field they do not know."""
 
 
 def base_url(url: str) -> str:
@@ -135,6 +154,11 @@ def _server_message(exc: openai.APIError) -> str:
                 return safe_line(value)
             if isinstance(value, dict) and isinstance(value.get("message"), str):
                 return safe_line(value["message"])
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                # FastAPI's validation errors: [{"loc": ["body", "top_k"], "msg": ...}]
+                first = value[0]
+                where = ".".join(str(part) for part in first.get("loc") or [] if part != "body")
+                return safe_line(f"{where}: {first.get('msg', '')}" if where else first.get("msg"))
     if isinstance(body, str) and body:
         return safe_line(body)
     return safe_line(exc.message)
@@ -340,6 +364,7 @@ class RemoteEngine:
         self._loaded = False
         self._chars_per_token = CHARS_PER_TOKEN
         self._server_tokenizes = True
+        self._dropped: set[str] = set()
 
     # -- the protocol ------------------------------------------------------------------
     @property
@@ -355,6 +380,11 @@ class RemoteEngine:
     def supports_answer_now(self) -> bool:
         """A server cannot be told to close its reasoning mid-stream."""
         return False
+
+    @property
+    def dropped_params(self) -> tuple[str, ...]:
+        """Parameters the server refused, left out of every request since (for display)."""
+        return tuple(sorted(self._dropped))
 
     @property
     def context_reported(self) -> bool:
@@ -441,12 +471,13 @@ class RemoteEngine:
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
-        reader = _ChunkReader(lambda: self._open_stream(request))
+        reader = _ChunkReader(functools.partial(self._open_stream, request))
         finish: str | None = None
         usage: Any = None
         error = ""
         stop: StopReason | None = None
         last_chunk_at = time.monotonic()
+        tried_without: set[str] = set()
         try:
             while True:
                 if control.cancelled:
@@ -465,6 +496,16 @@ class RemoteEngine:
                 if isinstance(item, _End):
                     break
                 if isinstance(item, BaseException):
+                    blamed = set() if counts.started else self._blamed_params(item)
+                    if blamed:
+                        self._dropped |= blamed
+                        tried_without |= blamed
+                        reader.close()
+                        request = self._request(messages, params, max_tokens)
+                        reader = _ChunkReader(functools.partial(self._open_stream, request))
+                        continue
+                    self._dropped -= tried_without  # leaving them out did not help
+                    tried_without = set()
                     doing = STREAMING if counts.started else "starting the answer"
                     error = self._describe(item, doing)
                     break
@@ -485,6 +526,8 @@ class RemoteEngine:
                     break
         finally:
             reader.close()
+        if tried_without:
+            self._say_dropped(tried_without)
         if stop is None:
             if error:
                 stop = "error"
@@ -510,23 +553,54 @@ class RemoteEngine:
     def _request(
         self, messages: list[Message], params: GenerationParams, max_tokens: int
     ) -> dict[str, Any]:
+        optional: dict[str, Any] = {
+            "stream_options": {"include_usage": True},
+            "top_p": params.top_p,
+        }
+        if params.seed >= 0:
+            optional["seed"] = params.seed
+        extra = {
+            "top_k": params.top_k if params.top_k > 0 else -1,
+            "chat_template_kwargs": {"enable_thinking": params.enable_thinking},
+        }
         request: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "stream": True,
-            "stream_options": {"include_usage": True},
             "temperature": params.temperature,
-            "top_p": params.top_p,
             "max_tokens": max_tokens,
-            "extra_body": {
-                "top_k": params.top_k if params.top_k > 0 else -1,
-                "chat_template_kwargs": {"enable_thinking": params.enable_thinking},
-            },
+            **{k: v for k, v in optional.items() if k not in self._dropped},
+            "extra_body": {k: v for k, v in extra.items() if k not in self._dropped},
             "extra_headers": self._auth_headers(),
         }
-        if params.seed >= 0:
-            request["seed"] = params.seed
         return request
+
+    def _blamed_params(self, exc: BaseException) -> set[str]:
+        """The parameters a 400 or 422 refusal blames that requests still send: worth
+        sending the request again without them."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422):
+            return set()
+        try:
+            body = exc.response.text  # already cut short by the client's bounds
+        except Exception:  # a body that could not be read blames nothing
+            body = ""
+        text = f"{exc.message} {body}"
+        named = {p for p in DROPPABLE_PARAMS if re.search(rf"\b{p}\b", text)}
+        if not named and not _REFUSED_FIELD.search(text):
+            return set()
+        return (named | set(EXTRA_PARAMS)) - self._dropped
+
+    def _say_dropped(self, dropped: set[str]) -> None:
+        log.warning(
+            "%s refused requests with %s; they are left out from now on%s",
+            self.where,
+            ", ".join(sorted(dropped)),
+            " (the thinking switch no longer reaches the server)"
+            if "chat_template_kwargs" in dropped
+            else "",
+        )
 
     def _open_stream(self, request: dict[str, Any]) -> Any:
         # The stream's pauses are timed by the consumer (``stream``); the client's own
