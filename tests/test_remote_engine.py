@@ -730,3 +730,57 @@ def test_a_validation_error_names_the_field(server: FaultServer) -> None:
     assert done.error.endswith(
         "answered HTTP 422 while starting the answer: messages.0: Field required"
     )
+
+
+# -- a reasoning parser that sends an empty reasoning field ----------------------------------
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize(
+    ("content", "observation"),
+    [
+        (["file_a  file_b\n", "root@box:/app# "], "file_a  file_b\nroot@box:/app#"),
+        (["<predicted_observation>\nfile_a\n", "</predicted_observation>"], "file_a"),
+        (["**Environment Observation:**\n", "file_a"], "file_a"),
+    ],
+    ids=["bare", "tagged", "marker"],
+)
+def test_an_empty_reasoning_field_means_the_content_is_the_answer(
+    server: FaultServer, field: str, content: list[str], observation: str
+) -> None:
+    """A server with a reasoning parser (the serving the release recommends) may stamp an
+    empty reasoning field on every chunk when the model thought nothing: its content is
+    the answer, not reasoning that never closes."""
+    engine = connected(server)
+    server.queue(Reply(content=content, delta_extra={field: ""}))
+    events = collect(engine)
+    done = finished(events)
+    assert (done.reasoning, done.observation, done.error) == ("", observation, "")
+    assert done.closed_reasoning
+    assert streamed(events)[0] == ""  # nothing was shown as reasoning
+    assert streamed(events)[1].strip() == observation
+
+
+def test_an_empty_reasoning_field_after_the_reasoning(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(
+        Reply(
+            reasoning=["it lists files"], content=["file_a"], delta_extra={"reasoning_content": ""}
+        )
+    )
+    done = finished(collect(engine))
+    assert (done.reasoning, done.observation, done.closed_reasoning) == (
+        "it lists files",
+        "file_a",
+        True,
+    )
+
+
+def test_a_null_reasoning_field_leaves_inline_thinking_alone(server: FaultServer) -> None:
+    engine = connected(server)
+    inline = ["it lists files</think>\n\n", "<predicted_observation>\nfile_a"]
+    server.queue(Reply(content=inline, delta_extra={"reasoning_content": None}))
+    done = finished(collect(engine))
+    assert (done.reasoning, done.observation, done.closed_reasoning) == (
+        "it lists files",
+        "file_a",
+        True,
+    )

@@ -5,7 +5,8 @@ They differ in what they report, so this engine takes what each gives and falls 
 where it is silent:
 
 - thinking arrives in a separate ``reasoning_content`` (or ``reasoning``) field when the
-  server runs a reasoning parser, otherwise inline, closed by ``</think>``;
+  server runs a reasoning parser, otherwise inline, closed by ``</think>``; a parser may
+  send the field empty (the model thought nothing), and the content is then the answer;
 - the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
   llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
 - token counts come from the usage the server reports (llama.cpp's server, vLLM and
@@ -189,6 +190,8 @@ class _Counts:
     pieces: int = 0
     """Chunks that carried text: at least one token each."""
     reasoning_pieces: int = 0
+    content_pieces: int = 0
+    """Chunks whose answer field carried text."""
     blanks: int = 0
     reported: int = 0
     """Completion tokens the server reported (0 until it does)."""
@@ -244,6 +247,16 @@ class _Counts:
             self.pieces + max(0, self.blanks - BLANK_CHUNK_SLACK),
             math.ceil(self.chars / LONGEST_TOKEN_CHARS),
         )
+
+
+def _reasoning_field(delta: Any) -> str | None:
+    """The delta's reasoning (``reasoning_content``, or newer vLLM's ``reasoning``): None
+    when it has neither field as text, "" when the server sent an empty one."""
+    texts = [getattr(delta, name, None) for name in ("reasoning_content", "reasoning")]
+    given = [text for text in texts if isinstance(text, str)]
+    if not given:
+        return None
+    return next((text for text in given if text), "")
 
 
 def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
@@ -618,16 +631,22 @@ class RemoteEngine:
     def _deltas(
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
     ) -> Iterator[EngineEvent]:
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        reasoning = reasoning if isinstance(reasoning, str) else ""
+        field = _reasoning_field(delta)
+        reasoning = field or ""
         content = getattr(delta, "content", None)
         content = content if isinstance(content, str) else ""
-        inline = splitter.in_reasoning and not reasoning
+        shown = ""
+        if field is not None and (reasoning or not counts.content_pieces):
+            # The server runs a reasoning parser: even an empty field (the model thought
+            # nothing) means the content is the answer. Once content was read inline, an
+            # empty field changes nothing.
+            shown = splitter.feed_reasoning(reasoning)
+        inline = splitter.in_reasoning
         counts.chunk(reasoning + (content if inline else ""), "" if inline else content)
-        if reasoning:
-            text = splitter.feed_reasoning(reasoning)
-            yield ReasoningDelta(text, counts.generated, counts.reasoning)
+        if shown:
+            yield ReasoningDelta(shown, counts.generated, counts.reasoning)
         if content:
+            counts.content_pieces += 1
             yield from self._events(splitter, splitter.feed(content), counts)
 
     @staticmethod
