@@ -20,6 +20,8 @@ from typing import Any
 
 HANG_LIMIT_S = 30.0
 """A hanging reply gives up after this long even if nobody stops the server."""
+ENDLESS_CHUNKS = 100_000
+ENDLESS_LINE_BYTES = 64 << 20
 
 
 @dataclass
@@ -44,6 +46,27 @@ class Reply:
     """Chunked transfer encoding; without it a cut looks like a clean end of the body."""
     error_event_after: int = -1
     """Send this many delta chunks, then an in-stream error event."""
+    error_body: bytes | None = None
+    """The error reply's body as given (instead of an OpenAI-style JSON error)."""
+    error_content_type: str = "text/plain"
+    cut_with: bytes = b""
+    """Raw bytes written (outside the chunked framing) just before a cut."""
+    raw_chunks: Sequence[Any] = ()
+    """JSON values sent as they are, as chunks of their own, before the deltas."""
+    content_encoding: str = ""
+    """A Content-Encoding header for an error body (which is then sent as given)."""
+    trickle_s: float = 0.0
+    """Send the body one byte at a time with this pause (after ``trickle_after`` deltas
+    for the chat stream; the whole body for an error or ``models_reply``)."""
+    trickle_after: int = 0
+    endless: str = ""
+    """After the deltas, send this text as content chunks until the client goes away: a
+    server that ignores max_tokens (it gives up after ``ENDLESS_CHUNKS``)."""
+    endless_line: bool = False
+    """After the deltas, start a chunk and never end its line (given up after
+    ``ENDLESS_LINE_BYTES``)."""
+    delta_extra: dict[str, Any] = field(default_factory=dict)
+    """Fields added to every delta, e.g. an empty ``reasoning_content``."""
 
 
 @dataclass
@@ -68,8 +91,19 @@ class FaultServer:
     tokenize: bool = False
     """Serve vLLM's ``POST /tokenize`` (a count of four characters per token)."""
     default: Reply = field(default_factory=lambda: Reply(content=["hello"]))
+    models_reply: Reply | None = None
+    """When set, ``GET /v1/models`` answers with this reply: its error, or with status 200
+    the model list sent as the reply says (trickled)."""
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
+    accepted: frozenset[str] | None = None
+    """When set, a chat request with any other top-level field is refused, as a strict
+    hosted API does, in the style ``refusal`` names."""
+    refusal: str = "openai"
+    """"openai": 400 naming the first unknown field; "pydantic": 422 listing each one;
+    "vague": 400 naming none."""
+    body_bytes_sent: int = 0
+    """Bytes of error and model-list bodies the client took (a cut-short read takes less)."""
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -125,10 +159,15 @@ class FaultServer:
         """Sleep until the server stops, at most ``seconds``."""
         self._stop.wait(min(seconds, HANG_LIMIT_S))
 
+    def stopped(self, pause: float) -> bool:
+        """Pause for ``pause`` seconds; True once the server stops."""
+        return self._stop.wait(pause)
+
 
 class _Handler(BaseHTTPRequestHandler):
     owner: FaultServer
     protocol_version = "HTTP/1.1"
+    _trickling = False
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
@@ -139,7 +178,15 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         if self.path.rstrip("/").endswith("/v1/models"):
-            self._json(200, {"object": "list", "data": self.owner.models})
+            reply = self.owner.models_reply
+            listing = {"object": "list", "data": self.owner.models}
+            if reply is None:
+                self._json(200, listing)
+            elif reply.status == 200:
+                body = json.dumps(listing).encode()
+                self._send_body(reply, 200, "application/json", body)
+            else:
+                self._reply_error(reply)
         else:
             self._error(404, f"no route for GET {self.path}")
 
@@ -166,13 +213,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- chat -----------------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> None:
+        accepted = self.owner.accepted
+        unknown = [key for key in body if accepted is not None and key not in accepted]
+        if unknown:
+            self._refuse(unknown)
+            return
         reply = self.owner.next_reply()
         if reply.hang:
             self.owner.wait(HANG_LIMIT_S)
             self.close_connection = True
             return
         if reply.status != 200:
-            self._error(reply.status, reply.error_message)
+            self._reply_error(reply)
             return
         model = str(body.get("model", ""))
         self.send_response(200)
@@ -185,11 +237,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         deltas = [{reply.reasoning_field: text} for text in reply.reasoning]
         deltas += [{"content": text} for text in reply.content]
+        deltas = [{**reply.delta_extra, **delta} for delta in deltas]
+        self._trickling = False
         try:
             self._event(reply, _chunk(model, {"role": "assistant", "content": ""}, None))
+            for raw_chunk in reply.raw_chunks:
+                self._event(reply, raw_chunk)
             for sent, delta in enumerate([*deltas, None]):  # None: before the finish chunk
+                self._trickling = reply.trickle_s > 0 and sent >= reply.trickle_after
                 if sent == reply.cut_after:
-                    self._cut()
+                    self._cut(reply.cut_with)
                     return
                 if sent == reply.hang_after:
                     self.owner.wait(HANG_LIMIT_S)
@@ -201,6 +258,16 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if delta is not None:
                     self._event(reply, _chunk(model, delta, None))
+            if reply.endless:
+                endless = {**reply.delta_extra, "content": reply.endless}
+                for _ in range(ENDLESS_CHUNKS):
+                    self._event(reply, _chunk(model, endless, None))
+                return
+            if reply.endless_line:
+                self._write(reply, b'data: {"choices": [{"index": 0, "delta": {"content": "')
+                for _ in range(ENDLESS_LINE_BYTES >> 16):
+                    self._write(reply, b"a" * 65536)
+                return
             self._event(reply, _chunk(model, {}, reply.finish_reason))
             if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
                 usage_chunk = _chunk(model, {}, None)
@@ -212,23 +279,30 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (a cancelled stream)
 
-    def _event(self, reply: Reply, data: dict[str, Any]) -> None:
+    def _event(self, reply: Reply, data: Any) -> None:
         self._write(reply, f"data: {json.dumps(data)}\n\n".encode())
 
     def _write(self, reply: Reply, data: bytes) -> None:
-        if reply.chunked:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        else:
-            self.wfile.write(data)
-        self.wfile.flush()
+        pieces = [data[i : i + 1] for i in range(len(data))] if self._trickling else [data]
+        for piece in pieces:
+            if reply.chunked:
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            else:
+                self.wfile.write(piece)
+            self.wfile.flush()
+            self.owner.body_bytes_sent += len(piece)
+            if self._trickling and self.owner.stopped(reply.trickle_s):
+                return
 
     def _end(self, reply: Reply) -> None:
         if reply.chunked:
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
-    def _cut(self) -> None:
+    def _cut(self, raw: bytes = b"") -> None:
         """Drop the connection without finishing the body."""
+        if raw:
+            self.wfile.write(raw)
         self.wfile.flush()
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -255,6 +329,53 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.close_connection = True
+
+    def _refuse(self, unknown: list[str]) -> None:
+        style = self.owner.refusal
+        if style == "pydantic":
+            detail = [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["body", key],
+                    "msg": "Extra inputs are not permitted",
+                    "input": None,
+                }
+                for key in unknown
+            ]
+            self._json(422, {"detail": detail})
+        elif style == "vague":
+            self._error(400, "Invalid request: unsupported parameter")
+        else:
+            self._error(400, f"Unrecognized request argument supplied: {unknown[0]}")
+
+    def _reply_error(self, reply: Reply) -> None:
+        if reply.error_body is None and not reply.trickle_s:
+            self._error(reply.status, reply.error_message)
+            return
+        body = reply.error_body
+        content_type = reply.error_content_type
+        if body is None:
+            error = {"message": reply.error_message, "type": "error", "code": reply.status}
+            body, content_type = json.dumps({"error": error}).encode(), "application/json"
+        self._send_body(reply, reply.status, content_type, body)
+
+    def _send_body(self, reply: Reply, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if reply.content_encoding:
+            self.send_header("Content-Encoding", reply.content_encoding)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        step = 1 if reply.trickle_s else 1 << 16
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for i in range(0, len(body), step):
+                self.wfile.write(body[i : i + step])
+                self.wfile.flush()
+                self.owner.body_bytes_sent += len(body[i : i + step])
+                if reply.trickle_s and self.owner.stopped(reply.trickle_s):
+                    return
 
     def _error(self, status: int, message: str) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"

@@ -160,7 +160,7 @@ def test_turn_end_to_end_through_llama_cpp_server(llama_server: str) -> None:
         assert done.closed_reasoning
         stats = done.stats
         assert stats.stop_reason == "eos"
-        assert stats.generated_tokens > 10  # counted from the streamed chunks
+        assert stats.generated_tokens > 10  # estimated from the streamed text
         assert 0 < stats.reasoning_tokens < stats.generated_tokens
         assert stats.prompt_tokens > 0
         assert stats.n_ctx == 4096
@@ -213,8 +213,10 @@ def server() -> Iterator[FaultServer]:
         yield running
 
 
-def connected(server: FaultServer, *, timeout: float = 5.0) -> RemoteEngine:
-    engine = RemoteEngine(server.url, timeout=timeout)
+def connected(
+    server: FaultServer, *, timeout: float = 5.0, idle_timeout: float = 120.0
+) -> RemoteEngine:
+    engine = RemoteEngine(server.url, timeout=timeout, idle_timeout=idle_timeout)
     engine.load()
     return engine
 
@@ -246,7 +248,10 @@ def test_reasoning_in_its_own_field_and_usage(server: FaultServer) -> None:
     stats = done.stats
     assert (stats.prompt_tokens, stats.evaluated_prompt_tokens) == (40, 10)
     assert stats.generated_tokens == 12
-    assert stats.reasoning_tokens == 2  # the chunks in the reasoning field
+    reasoning_chars = len("The user lists files.")
+    answer_chars = len("\n\n<predicted_observation>\nfile_a\n</predicted_observation>")
+    # The server gave no reasoning count: its total is shared out by the text's length.
+    assert stats.reasoning_tokens == round(12 * reasoning_chars / (reasoning_chars + answer_chars))
     assert stats.stop_reason == "eos"
     assert done.error == ""
 
@@ -353,13 +358,14 @@ def test_timeout_before_the_first_byte_then_retry(server: FaultServer) -> None:
 
 
 def test_timeout_mid_answer_keeps_the_partial_output(server: FaultServer) -> None:
-    engine = connected(server, timeout=0.5)
+    engine = connected(server, timeout=30.0, idle_timeout=0.5)
     server.queue(
         Reply(reasoning=["half a thought"], content=["<predicted_observation>\nab"], hang_after=2)
     )
     done = finished(collect(engine))
     assert done.stats.stop_reason == "error"
-    assert "(timeout); the partial output is kept" in done.error
+    assert "sent nothing for 0.5 s while streaming the answer (idle timeout)" in done.error
+    assert "the partial output is kept" in done.error
     assert (done.reasoning, done.observation) == ("half a thought", "ab")
 
 
@@ -604,3 +610,177 @@ def test_no_key_is_read_from_openai_api_key(
     engine = connected(server)
     assert finished(collect(engine)).error == ""
     assert all("authorization" not in r.headers for r in server.requests)
+
+
+def test_generated_tokens_are_estimated_from_the_text(server: FaultServer) -> None:
+    engine = connected(server)
+    chunks = [
+        "The user lists the files in the folder. ",
+        "It holds four of them.</think>\n\n<predicted_observation>\n",
+        "file_a  file_b  file_c  file_d\n",
+        "</predicted_observation>",
+    ]
+    server.queue(Reply(content=chunks))  # no usage reported
+    events = collect(engine)
+    done = finished(events)
+    assert done.error == ""
+    text = "".join(chunks)
+    assert done.stats.generated_tokens == math.ceil(len(text) / 3.0) == engine.count_tokens(text)
+    assert 0 < done.stats.reasoning_tokens < done.stats.generated_tokens
+    first = next(e for e in events if isinstance(e, ReasoningDelta))
+    assert first.generated == math.ceil(len(chunks[0]) / 3.0)  # tokens, not chunks
+    counts = [e.generated for e in events if isinstance(e, (ReasoningDelta, AnswerDelta))]
+    assert counts == sorted(counts) and counts[-1] <= done.stats.generated_tokens
+
+
+def test_the_servers_usage_corrects_the_estimate(server: FaultServer) -> None:
+    engine = connected(server)
+    usage = {
+        "prompt_tokens": 30,
+        "completion_tokens": 9,
+        "total_tokens": 39,
+        "completion_tokens_details": {"reasoning_tokens": 4},
+    }
+    server.queue(
+        Reply(
+            reasoning=["a long thought " * 20], content=["<predicted_observation>\nok"], usage=usage
+        )
+    )
+    events = collect(engine)
+    done = finished(events)
+    streamed_counts = [e.generated for e in events if isinstance(e, ReasoningDelta)]
+    assert streamed_counts[0] == math.ceil(len("a long thought " * 20) / 3.0)  # estimated
+    assert (done.stats.generated_tokens, done.stats.reasoning_tokens) == (9, 4)  # corrected
+
+
+# -- a strict endpoint that refuses parameters it does not know ------------------------------
+OPENAI_FIELDS = frozenset(
+    {"model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens"}
+)
+
+
+@pytest.mark.parametrize("refusal", ["openai", "pydantic", "vague"])
+def test_parameters_a_strict_server_refuses_are_dropped(
+    server: FaultServer, refusal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.accepted = OPENAI_FIELDS | {"seed"}
+    server.refusal = refusal
+    engine = connected(server)
+    assert engine.dropped_params == ()
+    server.queue(Reply(content=["<predicted_observation>\nfirst"]))
+    with caplog.at_level(logging.WARNING, logger="agentworld.remote"):
+        done = finished(collect(engine, GenerationParams(max_tokens=50, seed=3)))
+    assert (done.error, done.observation) == ("", "first")
+    refused, accepted = server.chat_requests()
+    assert "top_k" in refused.body and "chat_template_kwargs" in refused.body
+    assert set(accepted.body) <= server.accepted and accepted.body["seed"] == 3
+    assert engine.dropped_params == ("chat_template_kwargs", "top_k")
+    assert any("left out from now on" in r.getMessage() for r in caplog.records)
+
+    server.queue(Reply(content=["second"]))  # remembered: one request, without them
+    assert finished(collect(engine, GenerationParams(enable_thinking=False))).observation == (
+        "second"
+    )
+    assert len(server.chat_requests()) == 3
+    assert set(server.chat_requests()[-1].body) <= server.accepted
+
+
+def test_a_refused_seed_is_dropped_when_the_server_names_it(server: FaultServer) -> None:
+    server.accepted = OPENAI_FIELDS
+    engine = connected(server)
+    done = finished(collect(engine, GenerationParams(max_tokens=50, seed=3)))
+    assert done.error == ""
+    assert engine.dropped_params == ("chat_template_kwargs", "seed", "top_k")
+
+
+def test_a_refusal_that_dropping_does_not_cure_is_reported(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(
+        Reply(status=400, error_message="Unsupported value: messages[0].role"),
+        Reply(status=400, error_message="Unsupported value: messages[0].role"),
+    )
+    done = finished(collect(engine))
+    assert done.error.endswith(
+        "answered HTTP 400 while starting the answer: Unsupported value: messages[0].role"
+    )
+    assert len(server.chat_requests()) == 2  # tried once without the extras
+    assert engine.dropped_params == ()  # that did not help: they are sent again
+    assert finished(collect(engine)).error == ""
+    assert "top_k" in server.chat_requests()[-1].body
+
+
+def test_a_refusal_for_another_reason_is_not_retried(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(Reply(status=400, error_message="This model's maximum context length is 8192"))
+    done = finished(collect(engine))
+    assert "maximum context length" in done.error
+    assert len(server.chat_requests()) == 1 and engine.dropped_params == ()
+
+
+def test_a_validation_error_names_the_field(server: FaultServer) -> None:
+    server.queue(
+        Reply(
+            status=422,
+            error_body=json.dumps(
+                {"detail": [{"loc": ["body", "messages", 0], "msg": "Field required"}]}
+            ).encode(),
+        )
+    )
+    done = finished(collect(connected(server)))
+    assert done.error.endswith(
+        "answered HTTP 422 while starting the answer: messages.0: Field required"
+    )
+
+
+# -- a reasoning parser that sends an empty reasoning field ----------------------------------
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize(
+    ("content", "observation"),
+    [
+        (["file_a  file_b\n", "root@box:/app# "], "file_a  file_b\nroot@box:/app#"),
+        (["<predicted_observation>\nfile_a\n", "</predicted_observation>"], "file_a"),
+        (["**Environment Observation:**\n", "file_a"], "file_a"),
+    ],
+    ids=["bare", "tagged", "marker"],
+)
+def test_an_empty_reasoning_field_means_the_content_is_the_answer(
+    server: FaultServer, field: str, content: list[str], observation: str
+) -> None:
+    """A server with a reasoning parser (the serving the release recommends) may stamp an
+    empty reasoning field on every chunk when the model thought nothing: its content is
+    the answer, not reasoning that never closes."""
+    engine = connected(server)
+    server.queue(Reply(content=content, delta_extra={field: ""}))
+    events = collect(engine)
+    done = finished(events)
+    assert (done.reasoning, done.observation, done.error) == ("", observation, "")
+    assert done.closed_reasoning
+    assert streamed(events)[0] == ""  # nothing was shown as reasoning
+    assert streamed(events)[1].strip() == observation
+
+
+def test_an_empty_reasoning_field_after_the_reasoning(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(
+        Reply(
+            reasoning=["it lists files"], content=["file_a"], delta_extra={"reasoning_content": ""}
+        )
+    )
+    done = finished(collect(engine))
+    assert (done.reasoning, done.observation, done.closed_reasoning) == (
+        "it lists files",
+        "file_a",
+        True,
+    )
+
+
+def test_a_null_reasoning_field_leaves_inline_thinking_alone(server: FaultServer) -> None:
+    engine = connected(server)
+    inline = ["it lists files</think>\n\n", "<predicted_observation>\nfile_a"]
+    server.queue(Reply(content=inline, delta_extra={"reasoning_content": None}))
+    done = finished(collect(engine))
+    assert (done.reasoning, done.observation, done.closed_reasoning) == (
+        "it lists files",
+        "file_a",
+        True,
+    )

@@ -60,7 +60,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
-from agentworld_tui.engines.template import ChatTemplate, opens_reasoning
+from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
 
 log = logging.getLogger("agentworld.engine")
@@ -398,12 +398,18 @@ class LlamaEngine:
             return max(1, len(text) // 3)
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def render(self, messages: list[Message], params: GenerationParams) -> tuple[str, str]:
+    def render(
+        self,
+        messages: list[Message],
+        params: GenerationParams,
+        control: GenerationControl | None = None,
+    ) -> tuple[str, str]:
         """The full prompt and its history part (everything before the generation prompt)."""
         assert self._template is not None
-        full = self._template.render(messages, enable_thinking=params.enable_thinking)
+        thinking = params.enable_thinking
+        full = self._template.render(messages, enable_thinking=thinking, control=control)
         base = self._template.render(
-            messages, add_generation_prompt=False, enable_thinking=params.enable_thinking
+            messages, add_generation_prompt=False, enable_thinking=thinking, control=control
         )
         return full, base
 
@@ -450,7 +456,11 @@ class LlamaEngine:
 
         llm = self._llm
         started = time.perf_counter()
-        full, base = self.render(messages, params)
+        try:
+            full, base = self.render(messages, params, control)
+        except RenderCancelled:
+            yield self._finished("", "", False, 0, 0, 0, started, None, "cancelled")
+            return
         tokens = self._tokenize(full)
         base_tokens = self._tokenize(base)
         history_end = common_prefix(base_tokens, tokens)

@@ -5,14 +5,28 @@ They differ in what they report, so this engine takes what each gives and falls 
 where it is silent:
 
 - thinking arrives in a separate ``reasoning_content`` (or ``reasoning``) field when the
-  server runs a reasoning parser, otherwise inline, closed by ``</think>``;
+  server runs a reasoning parser, otherwise inline, closed by ``</think>``; a parser may
+  send the field empty (the model thought nothing), and the content is then the answer;
 - the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
   llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
-- token counts come from the usage chunk when the server sends one, else from counting
-  the streamed chunks (about one token each);
+- token counts come from the usage the server reports (llama.cpp's server, vLLM and
+  SGLang send it in the last chunk), else they are estimated from the streamed text with
+  the same characters-per-token ratio as ``count_tokens``;
 - ``count_tokens`` is an estimate (characters per token, recalibrated from the prompt
   sizes the server reports), because asking the server for every message of the history
   would cost a round trip each.
+
+The server is not trusted to keep to the request: the engine stops reading once the
+stream holds more than ``max_tokens`` tokens (counted from below: a chunk carries at
+least one token, a token at most ``LONGEST_TOKEN_CHARS`` characters), and gives up on a
+server that sends no chunk for ``idle_timeout`` seconds once the answer has begun
+(``timeout`` before: a long prompt delays the first).
+
+Besides the OpenAI API's own parameters the engine sends ``top_k`` and
+``chat_template_kwargs`` (the thinking switch), which vLLM, SGLang and llama.cpp take and
+some hosted APIs refuse. A request refused with 400 or 422 for them (or for ``seed``,
+``top_p`` or ``stream_options`` when the refusal names one) is sent again without them,
+and they stay left out for the engine's life: ``dropped_params`` says which.
 
 A remote server cannot be made to stop reasoning and answer mid-stream (that needs
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
@@ -25,10 +39,12 @@ kept on the engine, so it cannot reach settings, sessions, exports or logs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -51,6 +67,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
+from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.splitter import ObservationSplitter
 
 if TYPE_CHECKING:
@@ -68,6 +85,23 @@ CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
 """How often a waiting stream looks at the cancel request."""
 STREAMING = "streaming the answer"
+LONGEST_TOKEN_CHARS = 256
+"""More characters than any token of a real vocabulary holds."""
+BLANK_CHUNK_SLACK = 16
+"""Chunks without text that are not tokens (the role, the finish, keep-alives)."""
+READ_AHEAD = 256
+"""Chunks the reader may hold before the consumer takes them."""
+EXTRA_PARAMS = ("top_k", "chat_template_kwargs")
+"""Parameters outside the OpenAI API: all are dropped when a server refuses a request."""
+DROPPABLE_PARAMS = (*EXTRA_PARAMS, "seed", "top_p", "stream_options")
+"""Parameters a request can do without, dropped when a refusal names them."""
+_REFUSED_FIELD = re.compile(
+    r"unrecogni[sz]ed|unknown|unsupported|not (?:permitted|allowed|supported)|"
+    r"extra[ _](?:inputs?|fields?|param|parameters?|arguments?|forbidden)|"
+    r"additional properties|invalid (?:request )?(?:param|parameters?|arguments?|fields?)",
+    re.IGNORECASE,
+)
+"""How servers word a refusal of a field they do not know."""
 
 
 def base_url(url: str) -> str:
@@ -92,8 +126,14 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _one_line(text: str, limit: int = 240) -> str:
-    line = " ".join(str(text).split())
+def safe_line(text: object, limit: int = 240) -> str:
+    """Text a server sent, made fit to show: one line, no escapes or controls, bounded.
+
+    Error bodies, error events and model ids reach the screen, stderr and the log; a
+    hostile server could otherwise set the window title or write the clipboard there.
+    """
+    raw = str(text)[: 4 * limit + 8192]  # sanitize bounds an unterminated sequence
+    line = " ".join(sanitize(raw).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -112,12 +152,21 @@ def _server_message(exc: openai.APIError) -> str:
         for key in ("message", "detail", "error"):
             value = body.get(key)
             if isinstance(value, str) and value:
-                return _one_line(value)
+                return safe_line(value)
             if isinstance(value, dict) and isinstance(value.get("message"), str):
-                return _one_line(value["message"])
+                return safe_line(value["message"])
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                # FastAPI's validation errors: [{"loc": ["body", "top_k"], "msg": ...}]
+                first = value[0]
+                where = ".".join(str(part) for part in first.get("loc") or [] if part != "body")
+                return safe_line(f"{where}: {first.get('msg', '')}" if where else first.get("msg"))
     if isinstance(body, str) and body:
-        return _one_line(body)
-    return _one_line(exc.message)
+        return safe_line(body)
+    return safe_line(exc.message)
+
+
+def _shown_model(name: str) -> str:
+    return safe_line(name, 80)
 
 
 def _int(value: Any) -> int:
@@ -129,21 +178,100 @@ _STOP_REASONS: dict[str, StopReason] = {"stop": "eos", "length": "max_tokens"}
 
 @dataclass
 class _Counts:
-    """What the stream has produced so far (chunks stand in for tokens)."""
+    """The tokens the stream has produced so far.
 
-    generated: int = 0
-    reasoning: int = 0
+    The server's own count where it reports one, else an estimate from the text; and,
+    apart, a count that is never above the truth, for holding the server to max_tokens.
+    """
+
+    chars_per_token: float = CHARS_PER_TOKEN
+    chars: int = 0
+    reasoning_chars: int = 0
+    pieces: int = 0
+    """Chunks that carried text: at least one token each."""
+    reasoning_pieces: int = 0
+    content_pieces: int = 0
+    """Chunks whose answer field carried text."""
+    blanks: int = 0
+    reported: int = 0
+    """Completion tokens the server reported (0 until it does)."""
+    reported_reasoning: int = 0
     first_at: float | None = None
     last_at: float | None = None
 
-    def tick(self, *, reasoning: bool) -> None:
+    @property
+    def started(self) -> bool:
+        return self.pieces > 0
+
+    def chunk(self, reasoning: str, answer: str) -> None:
+        """Count one chunk's text: its reasoning, and its answer (or inline reasoning)."""
+        if not reasoning and not answer:
+            self.blanks += 1
+            return
         now = time.perf_counter()
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
-        self.generated += 1
+        self.pieces += 1
+        self.chars += len(reasoning) + len(answer)
+        self.reasoning_chars += len(reasoning)
         if reasoning:
-            self.reasoning += 1
+            self.reasoning_pieces += 1
+
+    def report(self, usage: Any) -> None:
+        completion = _int(getattr(usage, "completion_tokens", 0))
+        if completion:
+            self.reported = completion
+            details = getattr(usage, "completion_tokens_details", None)
+            self.reported_reasoning = _int(getattr(details, "reasoning_tokens", 0))
+
+    @property
+    def generated(self) -> int:
+        if self.reported:
+            return self.reported
+        return max(self.pieces, math.ceil(self.chars / self.chars_per_token))
+
+    @property
+    def reasoning(self) -> int:
+        if self.reported:
+            if self.reported_reasoning:
+                return self.reported_reasoning
+            return round(self.reported * self.reasoning_chars / self.chars) if self.chars else 0
+        return max(self.reasoning_pieces, math.ceil(self.reasoning_chars / self.chars_per_token))
+
+    @property
+    def at_least(self) -> int:
+        """Tokens the server has surely generated, whatever it says."""
+        return max(
+            self.reported,
+            self.pieces + max(0, self.blanks - BLANK_CHUNK_SLACK),
+            math.ceil(self.chars / LONGEST_TOKEN_CHARS),
+        )
+
+
+def _reasoning_field(delta: Any) -> str | None:
+    """The delta's reasoning (``reasoning_content``, or newer vLLM's ``reasoning``): None
+    when it has neither field as text, "" when the server sent an empty one."""
+    texts = [getattr(delta, name, None) for name in ("reasoning_content", "reasoning")]
+    given = [text for text in texts if isinstance(text, str)]
+    if not given:
+        return None
+    return next((text for text in given if text), "")
+
+
+def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
+    """The first choice's delta and finish reason, and the usage, whatever the chunk's shape.
+
+    The client builds chunks without validating them, so a server may put anything in any
+    field; what is not of the expected shape counts as absent.
+    """
+    usage = getattr(chunk, "usage", None)
+    choices = getattr(chunk, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return None, None, usage
+    choice = choices[0]
+    finish = getattr(choice, "finish_reason", None)
+    return getattr(choice, "delta", None), finish if isinstance(finish, str) else None, usage
 
 
 class _End:
@@ -159,7 +287,9 @@ class _ChunkReader:
 
     def __init__(self, open_stream: Callable[[], Any]) -> None:
         self._open_stream = open_stream
-        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue()
+        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue(
+            READ_AHEAD
+        )
         self._closed = threading.Event()
         self._stream: Any = None
         self._lock = threading.Lock()
@@ -182,6 +312,16 @@ class _ChunkReader:
             except Exception:  # closing a response another thread reads may fail; fine
                 log.debug("closing the stream failed", exc_info=True)
 
+    def _put(self, item: ChatCompletionChunk | BaseException | _End) -> bool:
+        """Queue ``item`` once there is room; False (and dropped) once closed."""
+        while not self._closed.is_set():
+            try:
+                self._items.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _run(self) -> None:
         try:
             stream = self._open_stream()
@@ -191,13 +331,11 @@ class _ChunkReader:
                 stream.close()
                 return
             for chunk in stream:
-                if self._closed.is_set():
+                if not self._put(chunk):
                     break
-                self._items.put(chunk)
-            self._items.put(_End())
+            self._put(_End())
         except Exception as exc:
-            if not self._closed.is_set():
-                self._items.put(exc)
+            self._put(exc)
         finally:
             with self._lock:
                 stream, self._stream = self._stream, None
@@ -219,29 +357,33 @@ class RemoteEngine:
         api_key_env: str = "",
         n_ctx: int = 0,
         timeout: float = 300.0,
+        idle_timeout: float = 120.0,
     ) -> None:
         self.url = url
         self.base_url = base_url(url)
-        self.where = display_url(self.base_url)
+        self.where = safe_line(display_url(self.base_url), 200)
         self.requested_model = model
         self.api_key_env = api_key_env
         """The name of the variable holding the key; the key itself is never stored."""
         self.requested_ctx = n_ctx
         self.timeout = timeout
-        """Seconds to wait for the server's next bytes (a long prompt delays the first)."""
+        """Seconds to wait for a reply, and for the answer's first chunk (a long prompt
+        delays it)."""
+        self.idle_timeout = idle_timeout
+        """Seconds to wait for the next chunk once the answer has begun."""
         self._model = model
         self._n_ctx = 0
         self._ctx_from_server = False
         self._loaded = False
         self._chars_per_token = CHARS_PER_TOKEN
         self._server_tokenizes = True
+        self._dropped: set[str] = set()
 
     # -- the protocol ------------------------------------------------------------------
     @property
     def info(self) -> EngineInfo:
-        return EngineInfo(
-            self._model or "(server model)", self.where, self._context_size(), remote=True
-        )
+        name = _shown_model(self._model) if self._model else "(server model)"
+        return EngineInfo(name, self.where, self._context_size(), remote=True)
 
     @property
     def loaded(self) -> bool:
@@ -251,6 +393,11 @@ class RemoteEngine:
     def supports_answer_now(self) -> bool:
         """A server cannot be told to close its reasoning mid-stream."""
         return False
+
+    @property
+    def dropped_params(self) -> tuple[str, ...]:
+        """Parameters the server refused, left out of every request since (for display)."""
+        return tuple(sorted(self._dropped))
 
     @property
     def context_reported(self) -> bool:
@@ -273,13 +420,17 @@ class RemoteEngine:
                 import openai
 
                 if isinstance(exc, openai.NotFoundError) and self.requested_model:
-                    log.warning("%s does not list its models; using %s", self.where, self._model)
+                    log.warning(
+                        "%s does not list its models; using %s",
+                        self.where,
+                        _shown_model(self._model),
+                    )
                     served = []
                 else:
                     raise EngineError(self._describe(exc, "listing the models")) from None
-            names = [str(m.id) for m in served]
+            names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
             self._model = self._choose_model(names)
-            chosen = next((m for m in served if str(m.id) == self._model), None)
+            chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
             reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
             if not reported:
                 reported = self._llama_server_ctx(client)
@@ -289,7 +440,7 @@ class RemoteEngine:
         log.info(
             "connected to %s: model=%s n_ctx=%d (%s)",
             self.where,
-            self._model,
+            _shown_model(self._model),
             self._context_size(),
             "reported by the server" if reported else "from the setting or default",
         )
@@ -307,7 +458,7 @@ class RemoteEngine:
     ) -> Iterator[EngineEvent]:
         started = time.perf_counter()
         splitter = ObservationSplitter(starts_in_reasoning=params.enable_thinking)
-        counts = _Counts()
+        counts = _Counts(self._chars_per_token)
         prompt_chars = sum(len(m.get("content", "")) for m in messages)
         estimate = self._estimate(messages)
         if not self._loaded:
@@ -333,11 +484,13 @@ class RemoteEngine:
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
-        reader = _ChunkReader(lambda: self._open_stream(request))
+        reader = _ChunkReader(functools.partial(self._open_stream, request))
         finish: str | None = None
         usage: Any = None
         error = ""
         stop: StopReason | None = None
+        last_chunk_at = time.monotonic()
+        tried_without: set[str] = set()
         try:
             while True:
                 if control.cancelled:
@@ -347,21 +500,47 @@ class RemoteEngine:
                     log.info("answer-now is not available on a remote server; ignored")
                 item = reader.get(POLL_S)
                 if item is None:
+                    wait = self.idle_timeout if counts.started else self.timeout
+                    if time.monotonic() - last_chunk_at > wait:
+                        error = self._silent(wait, streaming=counts.started)
+                        break
                     continue
+                last_chunk_at = time.monotonic()
                 if isinstance(item, _End):
                     break
                 if isinstance(item, BaseException):
-                    doing = STREAMING if counts.generated else "starting the answer"
+                    blamed = set() if counts.started else self._blamed_params(item)
+                    if blamed:
+                        self._dropped |= blamed
+                        tried_without |= blamed
+                        reader.close()
+                        request = self._request(messages, params, max_tokens)
+                        reader = _ChunkReader(functools.partial(self._open_stream, request))
+                        continue
+                    self._dropped -= tried_without  # leaving them out did not help
+                    tried_without = set()
+                    doing = STREAMING if counts.started else "starting the answer"
                     error = self._describe(item, doing)
                     break
-                if item.usage is not None:
-                    usage = item.usage
-                for choice in item.choices[:1]:
-                    yield from self._deltas(splitter, counts, choice.delta)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
+                delta, finished, reported = _read_chunk(item)
+                if reported is not None:
+                    usage = reported
+                    counts.report(reported)
+                yield from self._deltas(splitter, counts, delta)
+                if finished:
+                    finish = finished
+                if counts.at_least > max_tokens:
+                    log.warning(
+                        "%s kept sending past max_tokens (%d); the stream was closed",
+                        self.where,
+                        max_tokens,
+                    )
+                    stop = "max_tokens"
+                    break
         finally:
             reader.close()
+        if tried_without:
+            self._say_dropped(tried_without)
         if stop is None:
             if error:
                 stop = "error"
@@ -378,7 +557,7 @@ class RemoteEngine:
                 stop = _STOP_REASONS.get(finish, "eos")
         if error:
             log.warning("remote turn failed: %s", error)
-        if usage is not None and _int(usage.prompt_tokens):
+        if _int(getattr(usage, "prompt_tokens", 0)):
             self._calibrate(prompt_chars, int(usage.prompt_tokens))
         yield from self._flush(splitter, counts)
         yield self._finish(splitter, counts, started, estimate, usage, stop, error)
@@ -387,26 +566,61 @@ class RemoteEngine:
     def _request(
         self, messages: list[Message], params: GenerationParams, max_tokens: int
     ) -> dict[str, Any]:
+        optional: dict[str, Any] = {
+            "stream_options": {"include_usage": True},
+            "top_p": params.top_p,
+        }
+        if params.seed >= 0:
+            optional["seed"] = params.seed
+        extra = {
+            "top_k": params.top_k if params.top_k > 0 else -1,
+            "chat_template_kwargs": {"enable_thinking": params.enable_thinking},
+        }
         request: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "stream": True,
-            "stream_options": {"include_usage": True},
             "temperature": params.temperature,
-            "top_p": params.top_p,
             "max_tokens": max_tokens,
-            "extra_body": {
-                "top_k": params.top_k if params.top_k > 0 else -1,
-                "chat_template_kwargs": {"enable_thinking": params.enable_thinking},
-            },
+            **{k: v for k, v in optional.items() if k not in self._dropped},
+            "extra_body": {k: v for k, v in extra.items() if k not in self._dropped},
             "extra_headers": self._auth_headers(),
         }
-        if params.seed >= 0:
-            request["seed"] = params.seed
         return request
 
+    def _blamed_params(self, exc: BaseException) -> set[str]:
+        """The parameters a 400 or 422 refusal blames that requests still send: worth
+        sending the request again without them."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422):
+            return set()
+        try:
+            body = exc.response.text  # already cut short by the client's bounds
+        except Exception:  # a body that could not be read blames nothing
+            body = ""
+        text = f"{exc.message} {body}"
+        named = {p for p in DROPPABLE_PARAMS if re.search(rf"\b{p}\b", text)}
+        if not named and not _REFUSED_FIELD.search(text):
+            return set()
+        return (named | set(EXTRA_PARAMS)) - self._dropped
+
+    def _say_dropped(self, dropped: set[str]) -> None:
+        log.warning(
+            "%s refused requests with %s; they are left out from now on%s",
+            self.where,
+            ", ".join(sorted(dropped)),
+            " (the thinking switch no longer reaches the server)"
+            if "chat_template_kwargs" in dropped
+            else "",
+        )
+
     def _open_stream(self, request: dict[str, Any]) -> Any:
-        client = self._client(self.timeout)
+        # The stream's pauses are timed by the consumer (``stream``); the client's own
+        # timeouts are only a backstop that lets a reader blocked on a silent or
+        # trickling server end on its own.
+        backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
+        client = self._client(backstop)
         try:
             stream = client.chat.completions.create(**request)
         except BaseException:
@@ -417,15 +631,22 @@ class RemoteEngine:
     def _deltas(
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
     ) -> Iterator[EngineEvent]:
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        content = delta.content
-        if isinstance(reasoning, str) and reasoning:
-            counts.tick(reasoning=True)
-            text = splitter.feed_reasoning(reasoning)
-            yield ReasoningDelta(text, counts.generated, counts.reasoning)
-        if isinstance(content, str) and content:
-            if not reasoning:
-                counts.tick(reasoning=splitter.in_reasoning)
+        field = _reasoning_field(delta)
+        reasoning = field or ""
+        content = getattr(delta, "content", None)
+        content = content if isinstance(content, str) else ""
+        shown = ""
+        if field is not None and (reasoning or not counts.content_pieces):
+            # The server runs a reasoning parser: even an empty field (the model thought
+            # nothing) means the content is the answer. Once content was read inline, an
+            # empty field changes nothing.
+            shown = splitter.feed_reasoning(reasoning)
+        inline = splitter.in_reasoning
+        counts.chunk(reasoning + (content if inline else ""), "" if inline else content)
+        if shown:
+            yield ReasoningDelta(shown, counts.generated, counts.reasoning)
+        if content:
+            counts.content_pieces += 1
             yield from self._events(splitter, splitter.feed(content), counts)
 
     @staticmethod
@@ -523,7 +744,11 @@ class RemoteEngine:
                     options={"headers": self._auth_headers()},
                 )
         except Exception as exc:
-            log.info("%s has no usable /tokenize (%s); estimating prompt sizes", self.where, exc)
+            log.info(
+                "%s has no usable /tokenize (%s); estimating prompt sizes",
+                self.where,
+                self._describe(exc, "counting the prompt"),
+            )
             self._server_tokenizes = False
             return 0
         count = _int(reply.get("count")) if isinstance(reply, dict) else 0
@@ -550,17 +775,17 @@ class RemoteEngine:
 
     def _choose_model(self, names: list[str]) -> str:
         wanted = self.requested_model
+        shown = ", ".join(_shown_model(n) for n in names[:8]) + (", ..." if len(names) > 8 else "")
         if wanted:
             if names and wanted not in names:
                 raise EngineError(
-                    f"{self.where} does not serve {wanted!r}; it serves: {', '.join(names)}"
+                    f"{self.where} does not serve '{_shown_model(wanted)}'; it serves: {shown}"
                 )
             return wanted
         if len(names) == 1:
             return names[0]
         if not names:
             raise EngineError(f"{self.where} lists no models; name one with --server-model NAME")
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
         raise EngineError(
             f"{self.where} serves {len(names)} models ({shown}); choose one with --server-model NAME"
         )
@@ -582,25 +807,50 @@ class RemoteEngine:
         return {"Authorization": openai.Omit()}
 
     def _client(self, read_timeout: float) -> openai.OpenAI:
-        """A client for one request: the key lives in it, and it is closed after use."""
+        """A client for one request: the key lives in it, and it is closed after use.
+
+        Its replies are bounded in size, and those other than the answer's stream in time.
+        """
         import httpx2
         import openai
 
+        from agentworld_tui.engines.bounded_http import bounded_client
+
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
+        http = bounded_client(timeout, deadline_s=read_timeout)
         return openai.OpenAI(
             base_url=self.base_url,
             api_key=key or "no-key",  # never sent: _auth_headers leaves the header out
-            timeout=httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S),
+            timeout=timeout,
             max_retries=0,
+            http_client=http,
         )
 
     # -- errors ----------------------------------------------------------------------------
+    def _silent(self, seconds: float, *, streaming: bool) -> str:
+        if not streaming:
+            return (
+                f"{self.where} sent nothing for {seconds:g} s while starting the answer "
+                "(timeout); the server may be busy or stuck, try again"
+            )
+        return (
+            f"{self.where} sent nothing for {seconds:g} s while streaming the answer (idle "
+            "timeout); the partial output is kept; the server may be busy or stuck, try "
+            "again ([server] idle_timeout sets how long to wait)"
+        )
+
     def _describe(self, exc: BaseException, doing: str) -> str:
         """One line that says what went wrong talking to the server and what to try."""
         import openai
 
+        from agentworld_tui.engines.bounded_http import ReplyRefused
+
         where = self.where
         kept = "; the partial output is kept" if doing == STREAMING else ""
+        refused = next((c for c in _causes(exc) if isinstance(c, ReplyRefused)), None)
+        if refused is not None:
+            return f"{where} {refused} while {doing}{kept}; the server may be broken or hostile"
         if isinstance(exc, openai.APITimeoutError):
             return (
                 f"{where} sent nothing for {self.timeout:g} s while {doing} (timeout){kept}; "
@@ -621,9 +871,9 @@ class RemoteEngine:
             if doing == STREAMING:
                 return (
                     f"the connection to {where} broke during the answer "
-                    f"({_one_line(cause_text, 120)}){kept}; try again"
+                    f"({safe_line(cause_text, 120)}){kept}; try again"
                 )
-            return f"cannot reach {where} while {doing}: {_one_line(cause_text, 160)}"
+            return f"cannot reach {where} while {doing}: {safe_line(cause_text, 160)}"
         if isinstance(exc, openai.AuthenticationError):
             if self.api_key_env:
                 return (
@@ -642,7 +892,8 @@ class RemoteEngine:
                     f"no OpenAI-compatible API at {where} (404 on /models); the URL "
                     "usually ends in /v1"
                 )
-            return f"{where} answered 404 (model {self._model!r}?): {_server_message(exc)}"
+            model = _shown_model(self._model)
+            return f"{where} answered 404 (model '{model}'?): {_server_message(exc)}"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             text = f"{where} answered HTTP {status} while {doing}: {_server_message(exc)}"
@@ -651,7 +902,10 @@ class RemoteEngine:
             return text
         if isinstance(exc, openai.APIError):
             return f"{where} reported an error while {doing}: {_server_message(exc)}{kept}"
-        return f"unexpected reply from {where} while {doing}: {type(exc).__name__}: {_one_line(str(exc), 160)}"
+        return (
+            f"unexpected reply from {where} while {doing}: "
+            f"{type(exc).__name__}: {safe_line(exc, 160)}"
+        )
 
 
 class _ClosingStream:

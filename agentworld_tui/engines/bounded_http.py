@@ -1,0 +1,100 @@
+"""An HTTP client whose replies are bounded: what a server sends cannot exhaust memory.
+
+The OpenAI client reads error bodies and model lists whole, and buffers a line of the
+event stream until it ends; a broken or hostile server could send gigabytes, an endless
+line, or a byte a second. Each reply is wrapped before it is read: a body other than the
+answer's stream is bounded in size and in time, a line of the stream in size, and an
+error body is cut short (only its first line is ever shown).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+
+import httpx2
+import openai
+
+MAX_BODY_BYTES = 8 << 20
+"""The most a reply other than the answer's stream may hold (a model list, /props)."""
+MAX_ERROR_BYTES = 64 << 10
+"""An error reply's body is cut here."""
+MAX_LINE_BYTES = 4 << 20
+"""The longest line of the answer's event stream (one chunk, however much it holds)."""
+
+
+class ReplyRefused(Exception):
+    """A reply broke one of the bounds; the message completes "<server> ..."."""
+
+
+class _BoundedBody(httpx2.SyncByteStream):
+    """A response body checked against its bounds as the bytes arrive, before buffering."""
+
+    def __init__(
+        self,
+        body: httpx2.SyncByteStream,
+        *,
+        limit: int,
+        per_line: bool,
+        truncate: bool,
+        deadline_s: float | None,
+    ) -> None:
+        self._body = body
+        self._limit = limit
+        self._per_line = per_line
+        self._truncate = truncate
+        self._deadline_s = deadline_s
+        self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for part in self._body:
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise ReplyRefused(f"took more than {self._deadline_s:g} s to send its reply")
+            if self._per_line:
+                newline = part.rfind(b"\n")
+                size = len(part) - newline - 1 if newline >= 0 else size + len(part)
+            else:
+                size += len(part)
+            if size > self._limit:
+                if self._truncate:
+                    yield part[: len(part) - (size - self._limit)]
+                    return
+                what = "a line of its stream" if self._per_line else "a reply"
+                raise ReplyRefused(f"sent {what} longer than {self._limit >> 20} MiB")
+            yield part
+
+    def close(self) -> None:
+        self._body.close()
+
+
+def _bound(response: httpx2.Response, *, deadline_s: float) -> None:
+    """Wrap a response's body in its bounds (a response hook: it runs before any read).
+
+    A compressed body is left undecoded, so it fails to parse instead of unpacking to
+    gigabytes past every bound; identity is what the client asks for.
+    """
+    if not isinstance(response.stream, httpx2.SyncByteStream):
+        return
+    response.headers.pop("content-encoding", None)
+    if response.status_code >= 400:
+        limit, per_line, truncate, deadline = MAX_ERROR_BYTES, False, True, deadline_s
+    elif response.request.url.path.endswith("/chat/completions"):
+        # The answer's stream: its length is bounded by max_tokens, its pauses by the
+        # engine's idle timeout; here only one line is bounded.
+        limit, per_line, truncate, deadline = MAX_LINE_BYTES, True, False, None
+    else:
+        limit, per_line, truncate, deadline = MAX_BODY_BYTES, False, False, deadline_s
+    response.stream = _BoundedBody(
+        response.stream, limit=limit, per_line=per_line, truncate=truncate, deadline_s=deadline
+    )
+
+
+def bounded_client(timeout: httpx2.Timeout, *, deadline_s: float) -> httpx2.Client:
+    """An HTTP client for the OpenAI client, with the SDK's defaults and bounded replies."""
+    return openai.DefaultHttpxClient(
+        timeout=timeout,
+        headers={"Accept-Encoding": "identity"},
+        event_hooks={"response": [functools.partial(_bound, deadline_s=deadline_s)]},
+    )
