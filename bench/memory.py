@@ -99,9 +99,9 @@ async def session(model: Path, turns: int) -> tuple[list[tuple[int, int, int]], 
                 samples.append((n, *resident(model)))
         engine: Any = app.engine
         turn = pane.session.turns[-1]
-        budget = history_budget(engine.info.n_ctx, app.params.max_tokens)
+        budget = history_budget(engine.info.n_ctx, app.simulator.params.max_tokens)
         messages = pane.session.prompt(turn, engine.count_tokens, budget).messages
-        full, _ = engine.render(messages, app.params)
+        full, _ = engine.render(messages, app.simulator.params)
         omitted = turn.omitted_turns
         await app.action_quit()
     return samples, full + f"\n{omitted}"

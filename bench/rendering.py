@@ -170,7 +170,7 @@ async def app_run(
         engine.deltas = [delta(kind, "".join(tokens), len(tokens))]
         engine.hold = len(tokens) / engine.rate if engine.rate else 0.0
     pane = await start_turn(app, engine, tokens, kind)
-    frame_due = pane._frame_due
+    frame_due = pane.frames._frame_due
     frames = 0
 
     def counted() -> bool:  # the frames the pane draws (the bench's count only)
@@ -179,14 +179,14 @@ async def app_run(
         frames += due
         return bool(due)
 
-    pane._frame_due = counted
+    pane.frames._frame_due = counted
     app.turn_ended.clear()
     start = time.thread_time()
     engine.release.set()
     await app.turn_ended.wait()  # no polling: the main thread does only what the app does
     await pilot.pause()  # the screen update that shows the finished turn
     spent = time.thread_time() - start
-    del pane._frame_due
+    del pane.frames._frame_due
     view = pane.reasoning.view if kind == "reasoning" else pane.screen_view
     assert "".join(tokens).strip().split()[-1] in view.text, "the text was not shown"
     return spent, frames
@@ -205,25 +205,25 @@ async def one_run(
     start = time.thread_time()
     if per_frame:
         for i, piece in enumerate(tokens):
-            pane._events.append(delta(kind, piece, i + 1))  # as the engine thread does
+            pane.run._events.append(delta(kind, piece, i + 1))  # as the engine thread does
             if (i + 1) % per_frame and i + 1 < len(tokens):
                 continue
             at = time.thread_time()
-            pane._next_frame = 0.0  # the frame is due
-            pane._drain()
+            pane.frames._next_frame = 0.0  # the frame is due
+            pane.frames._frame()
             render_views(view)
             per_frame_cost.append(time.thread_time() - at)
     else:
-        pane._events.append(delta(kind, text, len(tokens)))
-        pane._next_frame = 0.0
-        pane._drain()
+        pane.run._events.append(delta(kind, text, len(tokens)))
+        pane.frames._next_frame = 0.0
+        pane.frames._frame()
         render_views(view)
     engine.release.set()
     while pane.busy:
-        while not pane._events and pane.busy:
+        while pane.busy and not pane.run.pending:
             await asyncio.sleep(0)
-        pane._next_frame = 0.0
-        pane._drain()
+        pane.frames._next_frame = 0.0
+        pane.frames._frame()
     render_views(pane.screen_view, pane.reasoning.view)
     return time.thread_time() - start, per_frame_cost
 
@@ -281,7 +281,7 @@ async def through_the_app(
     main = summarize(ratios)
     print(f"    token by token ÷ at once   {main.show()}")
     if rate:
-        from agentworld_tui.ui.panes.base import UI_SHARE
+        from agentworld_tui.ui.frames import UI_SHARE
 
         # Paced, the streamed side draws frames for as long as the stream lasts, and the
         # pane keeps its frames to about UI_SHARE of a core: what they cost follows the

@@ -323,7 +323,7 @@ async def on_engine_thread(app: Any, call: Any, *args: Any) -> Any:
 
         loop.call_soon_threadsafe(settle)
 
-    app.queue.call(CallJob(lambda _engine: call(*args), finish))
+    app.simulator.call(CallJob(lambda _engine: call(*args), finish))
     return await done
 
 
@@ -378,7 +378,7 @@ def prompt_tokens(app: Any) -> list[int]:
     engine = app.engine
     turn = pane.session.turns[-1]
     messages = pane.session.prompt(turn).messages
-    full, _ = engine.render(messages, app.params)
+    full, _ = engine.render(messages, app.simulator.params)
     return list(engine._tokenize(full))
 
 
@@ -405,10 +405,10 @@ async def measure(
         n_ctx = app.engine.info.n_ctx
         raw = await on_engine_thread(app, RawLlama, model, n_ctx, threads, args.gpu_layers)
         pane = app.active_pane
-        clock = Interleave(app.engine, raw, lambda: bool(pane._events), args.block)
+        clock = Interleave(app.engine, raw, lambda: pane.run is not None and pane.run.pending, args.block)
         try:
             for thinking in variants:
-                app.params = dataclasses.replace(app.params, enable_thinking=thinking)
+                app.simulator.params = dataclasses.replace(app.simulator.params, enable_thinking=thinking)
                 results.append(await compare(app, pilot, raw, clock, label, args))
         finally:
             await on_engine_thread(app, raw.close)
@@ -422,9 +422,9 @@ async def compare(
     """Alternate the app and the bare loop on the same prompt; print the rates and ratios."""
     await app_turn(app, pilot, clock)  # warm-up: the prompt is read once and stays cached
     prompt = prompt_tokens(app)
-    await on_engine_thread(app, raw.loop, prompt, app.params)
-    clock.prompt, clock.params = prompt, app.params
-    view = "reasoning panel" if app.params.enable_thinking else "terminal view"
+    await on_engine_thread(app, raw.loop, prompt, app.simulator.params)
+    clock.prompt, clock.params = prompt, app.simulator.params
+    view = "reasoning panel" if app.simulator.params.enable_thinking else "terminal view"
     where = app.engine.info.where
     print(f"\n{label} · {view} · prompt {len(prompt)} tokens · {raw.threads} threads · {where}")
     woken, started = wakeups(), time.perf_counter()
@@ -492,10 +492,10 @@ async def whole_turns(
             if side == "app":
                 runs["app"] = await app_turn(app, pilot, clock)
             else:
-                runs["loop"] = await on_engine_thread(app, raw.loop, prompt, app.params)
+                runs["loop"] = await on_engine_thread(app, raw.loop, prompt, app.simulator.params)
                 if args.completion:
                     runs["completion"] = await on_engine_thread(
-                        app, raw.completion, prompt, app.params
+                        app, raw.completion, prompt, app.simulator.params
                     )
         app_run, loop_run = runs["app"], runs["loop"]
         assert app_run is not None and loop_run is not None

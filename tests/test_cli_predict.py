@@ -323,7 +323,7 @@ def test_a_failed_session_save_still_prints_the_prediction(model: Path, tmp_path
     assert result.stdout == OBSERVATION + "\n"  # the prediction is not thrown away
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
-    assert line.startswith("agentworld: the turn was not saved: cannot save ")
+    assert line.startswith("agentworld: the turn was not saved: cannot ")  # lock or save
     assert str(session) in line and "Traceback" not in result.stderr
     assert not session.exists()
 

@@ -362,11 +362,6 @@ QUOTING_JUDGE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the engines to fill Finished.raw (their parallel change): until then the "
-    "judge's answer reaches run_judge only through the observation splitter",
-)
 def test_a_local_judge_that_quotes_the_answer_tags_is_read_from_its_raw_text(
     scripted_model: Any,
 ) -> None:

@@ -40,7 +40,9 @@ async def test_pick_a_tool_fill_arguments_and_see_the_json_result(mcp_model: Pat
             "name": "list_directory",
             "arguments": {"path": "/home/maya/notes"},
         }
-        assert pane.screen_view.text.strip() == RESULT
+        # The call stays above its result.
+        call = '› list_directory(path="/home/maya/notes")'
+        assert pane.screen_view.text.strip() == f"{call}\n{RESULT}"
         assert styled(view_lines(pane))  # shown as JSON, coloured
         assert pane.reasoning.view.text == "The agent acts."
 

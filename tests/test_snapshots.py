@@ -44,7 +44,7 @@ async def freeze_status(app: AgentWorldApp) -> None:
     assert pane is not None
     pane.status.tokens_per_second = 42.0
     pane.status.elapsed = 1.5
-    app._show_status()
+    app.show_status()
     # A blinking cursor would be caught on or off at random.
     for widget in app.query("Input"):
         widget.cursor_blink = False

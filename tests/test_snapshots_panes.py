@@ -98,7 +98,7 @@ def test_pane_after_a_turn(snap_compare, tmp_path: Path, domain: str) -> None:  
         assert pane.session.turns[0].status == "complete"
         pane.status.tokens_per_second = 42.0
         pane.status.elapsed = 1.5
-        app._show_status()
+        app.show_status()
         # Focus on the screen: an editor's blinking cursor would differ run to run.
         pane.screen_view.focus()
         pane.screen_view.scroll_end(animate=False, immediate=True, x_axis=False)

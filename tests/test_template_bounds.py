@@ -25,7 +25,7 @@ from agentworld_tui.engines.base import (
     GenerationParams,
 )
 from agentworld_tui.engines.template import ChatTemplate, TemplateLimitError
-from agentworld_tui.engines.turn import run_turn
+from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import new_session
 
@@ -107,7 +107,8 @@ def test_cancel_stops_a_slow_render(
 def test_a_well_behaved_template_is_unchanged(
     scripted_model: Callable[..., Any], llama_engine: Callable[..., Any]
 ) -> None:
-    engine = llama_engine(scripted_model(SCRIPT, chat_template=CHATML_THINK_TEMPLATE))
+    model = scripted_model(SCRIPT, chat_template=CHATML_THINK_TEMPLATE, n_ctx_train=8192)
+    engine = llama_engine(model, n_ctx=4096)  # the terminal's system prompt and the turn
     _done, turn = a_turn(engine, GenerationControl())
     assert (turn.status, turn.observation) == ("complete", "file_a")
 

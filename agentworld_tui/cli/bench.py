@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from agentworld_tui.cli.launch import UserError
 
 if TYPE_CHECKING:
+    from agentworld_tui.engines.factory import EngineSpec
     from agentworld_tui.evaluation.bench import BenchRun, SampleSet
-    from agentworld_tui.judging.judge import JudgeSpec
     from agentworld_tui.judging.prompts import JudgePrompts
 
 USAGE = """
@@ -144,7 +144,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 # -- the steps --------------------------------------------------------------------------------
 def _run(data: Path, args: argparse.Namespace) -> int:
-    from agentworld_tui.cli.launch import generation_params, make_engine, settings_from_args
+    from agentworld_tui.cli.launch import make_engine, settings_from_args
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
     from agentworld_tui.evaluation.bench import BenchError, BenchRun, load_samples, predict_samples
@@ -170,7 +170,7 @@ def _run(data: Path, args: argparse.Namespace) -> int:
         engine.load()
     except EngineError as exc:
         raise UserError(str(exc)) from None
-    params = generation_params(settings)
+    params = settings.generation_params()
     out = Path(args.out) if args.out else _default_out(data, engine.info.name)
     run = BenchRun(out)
     try:
@@ -224,7 +224,7 @@ def _judge_only(out: Path, args: argparse.Namespace) -> int:
 def _judge(
     run: BenchRun,
     samples: SampleSet,
-    spec: JudgeSpec,
+    spec: EngineSpec,
     prompts: JudgePrompts,
     args: argparse.Namespace,
 ) -> int:
@@ -232,9 +232,10 @@ def _judge(
 
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
+    from agentworld_tui.engines.factory import make_engine
     from agentworld_tui.evaluation.bench import BenchError
     from agentworld_tui.evaluation.judging import Judging, judge_run
-    from agentworld_tui.judging.judge import JUDGE_PARAMS, JudgeSettings, make_judge_engine
+    from agentworld_tui.judging.judge import JUDGE_PARAMS, JudgeSettings
 
     wanted = set(samples.by_domain())
     for problem in prompts.problems:
@@ -244,7 +245,7 @@ def _judge(
         replace(JUDGE_PARAMS, temperature=args.judge_temperature, max_tokens=args.judge_max_tokens),
         attempts=args.judge_attempts,
     )
-    judge = make_judge_engine(spec)
+    judge = make_engine(spec)
     try:
         judge.load()
     except EngineError as exc:
@@ -302,10 +303,10 @@ def _print_scores(
 
 
 # -- flags -------------------------------------------------------------------------------------
-def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
-    from agentworld_tui.judging.judge import JudgeSpec
+def _judge_spec(args: argparse.Namespace) -> EngineSpec | None:
+    from agentworld_tui.engines.factory import EngineSpec
 
-    spec = JudgeSpec(
+    spec = EngineSpec(
         server=args.judge_server or "",
         model=args.judge_model or "",
         model_path=args.judge_model_path or "",
@@ -314,9 +315,10 @@ def _judge_spec(args: argparse.Namespace) -> JudgeSpec | None:
         threads=args.threads or 0,
         gpu_layers=-1 if args.gpu_layers is None else args.gpu_layers,
     )
-    problem = spec.problem()
-    if problem:
-        raise UserError(problem)
+    if spec.server and spec.model_path:
+        raise UserError("give either --judge-server or --judge-model-path, not both")
+    if spec.model and not spec.server:
+        raise UserError("--judge-model names a model on --judge-server: give the server too")
     if spec.model_path and not Path(spec.model_path).expanduser().is_file():
         raise UserError(f"--judge-model-path: {spec.model_path}: no such file")
     if args.judge_max_tokens < 1:

@@ -14,7 +14,7 @@ from pathlib import Path
 from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.session import Session, new_session
-from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
+from agentworld_tui.world.workspace import SessionInUse, Workspace, WorkspaceError, open_or_new
 
 
 def open_session_tab(
@@ -23,8 +23,13 @@ def open_session_tab(
     """The file's tab for ``domain`` (added when there is none) and prompt problems."""
     try:
         workspace = open_or_new(path)
-    except WorkspaceError as exc:
+    except SessionInUse as exc:
         raise UserError(str(exc)) from None
+    except WorkspaceError:
+        try:  # a file that cannot be locked (a read-only folder): predict all the same
+            workspace = open_or_new(path, hold=False)
+        except WorkspaceError as exc:
+            raise UserError(str(exc)) from None
     session = workspace.tab_for(domain.name)
     if session is None:
         session, problems = new_session(domain, scenario)

@@ -20,7 +20,7 @@ from agentworld_tui.world.judgement import Message, Verdict
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
-    from agentworld_tui.judging.judge import JudgeSpec
+    from agentworld_tui.engines.factory import EngineSpec
     from agentworld_tui.simulator.service import Simulator
 
 
@@ -74,7 +74,7 @@ def judge_turn(
     messages: list[Message],
     *,
     reference: str,
-    spec: JudgeSpec | None = None,
+    spec: EngineSpec | None = None,
     params: GenerationParams | None = None,
     save: Saver | None = None,
     home: Home | None = None,
@@ -109,9 +109,9 @@ def judge_turn(
         return run
 
     def elsewhere(_engine: object = None) -> Verdict:
-        from agentworld_tui.judging.judge import make_judge_engine
+        from agentworld_tui.engines.factory import make_engine
 
-        engine = make_judge_engine(spec)
+        engine = make_engine(spec)
         try:
             engine.load()
         except EngineError as exc:

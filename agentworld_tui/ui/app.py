@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -40,7 +41,8 @@ from agentworld_tui.world.workspace import Workspace
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 
 # key, action, description, tooltip; every one has priority (editors cannot swallow them)
-# and, but for help and quit, acts on the main screen only.
+# and, but for help and quit, acts on the main screen only. The footer shows FOOTER_KEYS
+# only, the same whatever has the focus, within 80 columns; F1 and the palette list all.
 KEYS: list[tuple[str, str, str, str]] = [
     ("ctrl+r", "retry", "Retry", "Ask again for the last turn"),
     ("ctrl+g", "answer_now", "Answer now", "End the reasoning and answer"),
@@ -61,7 +63,9 @@ KEYS: list[tuple[str, str, str, str]] = [
     ("alt+right,ctrl+pagedown", "next_tab", "Next tab", "Show the next tab"),
     ("alt+left,ctrl+pageup", "previous_tab", "Previous tab", "Show the previous tab"),
 ]
+FOOTER_KEYS = {"retry", "branches", "models"}
 TAB_KEYS = [(f"alt+{i}", f"show_tab({i})", DOMAINS.title(n)) for i, n in enumerate(DOMAINS, 1)]
+NARROW = 100
 MAIN_SCREEN_ACTIONS = {action for _, action, _, _ in KEYS} | {"show_tab"}
 
 
@@ -70,14 +74,21 @@ class AgentWorldApp(App[int]):
     TITLE = "agentworld"
     BINDINGS = [
         Binding("escape", "stop", "Stop", tooltip="Stop generating; what came stays"),
-        *(Binding(k, a, d, tooltip=t, priority=True) for k, a, d, t in KEYS),
+        *(Binding(k, a, d, tooltip=t, show=a in FOOTER_KEYS, priority=True) for k, a, d, t in KEYS),
         *(
             Binding(k, a, d, tooltip=f"Show the {d} tab", show=False, priority=True)
             for k, a, d in TAB_KEYS
         ),
         Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
         Binding("f1", "help", "Help", tooltip="Keys and commands"),
-        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding(
+            "ctrl+q",
+            "quit",
+            "Quit",
+            tooltip="Quit (every turn is saved)",
+            show=False,
+            priority=True,
+        ),
     ]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -143,7 +154,8 @@ class AgentWorldApp(App[int]):
     def notify(self, message: str, *, title: str = "", **kwargs: object) -> None:  # type: ignore[override]
         """Every notification is plain, sanitized text: its parts often came from a
         server, a file or the model."""
-        super().notify(sanitize(message), title=sanitize(title), markup=False, **kwargs)  # type: ignore[arg-type]
+        kwargs["markup"] = False
+        super().notify(sanitize(message), title=sanitize(title), **kwargs)  # type: ignore[arg-type]
 
     # -- layout -------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
@@ -163,7 +175,19 @@ class AgentWorldApp(App[int]):
             # the view and the footer's area; the footer does not change while a tab streams.
             yield keep_rows(Footer())
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit(event.size.width)
+
+    def fit(self, width: int) -> None:
+        """Under NARROW columns the reasoning panel waits to be asked for and the footer
+        packs its keys tighter."""
+        narrow = width < NARROW
+        self.screen_stack[0].set_class(narrow, "-narrow")
+        with contextlib.suppress(NoMatches):
+            self.screen_stack[0].query_one(Footer).compact = narrow
+
     def on_mount(self) -> None:
+        self.fit(self.size.width)
         self.loading.start()
         self.pane_built(self.query_one(DomainPane))
         keep_rows(self.tabs().query_one(Tabs))  # every frame of a tab renders the bar
@@ -325,7 +349,10 @@ class AgentWorldApp(App[int]):
     def action_help(self) -> None:
         from agentworld_tui.ui.screens.help import HelpScreen, key_table
 
-        self.push_screen(HelpScreen(key_table(self.BINDINGS, self.active_pane)))
+        keys = [b for b in self.BINDINGS if not b.action.startswith("show_tab")]  # type: ignore[union-attr]
+        rows = key_table(keys, self.active_pane)
+        rows.append((f"Alt+1 … Alt+{len(TAB_KEYS)}", "Show the tab at that place"))
+        self.push_screen(HelpScreen(rows))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette: Textual's own commands (its screenshot left out: F12 saves one in
@@ -334,7 +361,7 @@ class AgentWorldApp(App[int]):
             if command.title.lower() != "screenshot":
                 yield command
         for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.action not in ("quit",) and binding.show:
+            if isinstance(binding, Binding) and binding.action not in ("quit", "screenshot"):
                 action = getattr(self, f"action_{binding.action}")
                 yield SystemCommand(binding.description, binding.tooltip or "", action)
         yield SystemCommand("Screenshot", "Save the screen as SVG", self.action_screenshot)

@@ -74,7 +74,10 @@ class StartUp:
         self.first_tab = FIRST_TAB
 
     def new_pane(self, name: str) -> DomainPane:
-        return pane_class(name)(DOMAINS[name], first_scenario(name), self.app, id=f"pane-{name}")
+        pane = pane_class(name)(DOMAINS[name], first_scenario(name), self.app, id=f"pane-{name}")
+        if not self.app.settings.ui.show_reasoning:
+            pane.add_class("-reasoning-hidden")
+        return pane
 
     def pane_built(self, pane: DomainPane) -> None:
         """A pane is mounted: it starts as the others did."""

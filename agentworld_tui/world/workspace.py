@@ -325,6 +325,8 @@ def _take_lock(real: Path, where: str, claimant: Workspace | None) -> SessionLoc
             f"{where} is already open in this program: only one workspace at a time can "
             "write a session file"
         )
+    if not os.access(real.parent, os.W_OK):  # no lock file can be made: not another writer
+        raise WorkspaceError(f"cannot lock {where}: its folder is not writable")
     lock = SessionLock(real)
     try:
         lock.acquire()

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, Input, Label
 
@@ -48,8 +49,13 @@ class AndroidPane(DomainPane):
     AndroidPane #android-action.-invalid { border: tall $error; }
     """
 
+    BINDINGS = [Binding("ctrl+s", "send", "Send", tooltip="Send the action", show=False)]
+
     domain: AndroidDomain
     replaces_view = True
+
+    def action_send(self) -> None:
+        self.send_action(self.action_input.value)
 
     def compose_screen(self) -> ComposeResult:
         with Horizontal(id="device", classes="backdrop"):

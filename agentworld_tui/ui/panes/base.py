@@ -88,6 +88,7 @@ class DomainPane(Vertical):
     DomainPane #screen { height: 1fr; }
     DomainPane .action-error { color: $error; height: auto; padding: 0 1; }
     DomainPane .hidden { display: none; }
+    DomainPane.-reasoning-hidden #reasoning { display: none; }
     """
 
     class StatusChanged(Message):
@@ -108,9 +109,12 @@ class DomainPane(Vertical):
     wraps_screen = False
     """Whether the screen wraps long lines (prose) instead of scrolling sideways."""
 
-    echo_kept = True
-    """Whether the action's line stays above its observation (a terminal's output echoes
-    the command itself, so its pane writes the action into the prompt line instead)."""
+    @property
+    def echo_kept(self) -> bool:
+        """Whether the action's line stays above its observation in the transcript. A
+        terminal's output echoes the command itself, and a whole-state tab shows only the
+        state (its last action is on the line above the view instead)."""
+        return not self.replaces_view
 
     def __init__(
         self, domain: Domain, scenario: Scenario, host: PaneHost, *, id: str | None = None
@@ -213,7 +217,10 @@ class DomainPane(Vertical):
         if world is not None:
             line.append(f"◆ world: {one_line(world.title or world.name)}  ", style="bold cyan")
         line.append(one_line(scenario.title), style="bold")
-        if scenario.description:
+        turns = self.session.turns
+        if self.replaces_view and turns:
+            line.append(f"  › {one_line(turns[-1].action.label)}", style="dim")
+        elif scenario.description:
             line.append("  " + one_line(scenario.description))
         # One row whatever it says: no layout of the screen (a turn's end shows it again).
         self.query_one("#scenario-line", Static).update(line, layout=False)
@@ -380,8 +387,10 @@ class DomainPane(Vertical):
             self.show_state(self.session.scenario.state)
 
     def toggle_reasoning(self) -> None:
-        panel = self.reasoning
-        panel.display = not panel.display
+        """Show or hide the reasoning panel (a choice that outlasts the window's width)."""
+        shown = self.reasoning.display
+        self.set_class(shown, "-reasoning-hidden")
+        self.set_class(not shown, "-reasoning-shown")
 
     # -- the turn's updates, a frame at a time ---------------------------------------------
     def draw(self, update: TurnUpdate) -> None:

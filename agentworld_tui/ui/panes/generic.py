@@ -19,7 +19,9 @@ EDITOR_LANGUAGE = {"os": "python"}
 
 
 class ActionEditor(TextArea):
-    BINDINGS = [Binding("ctrl+s", "send", "Send", tooltip="Send the action", priority=True)]
+    BINDINGS = [
+        Binding("ctrl+s", "send", "Send", tooltip="Send the action", show=False, priority=True)
+    ]
 
     def action_send(self) -> None:
         pane = next((a for a in self.ancestors if isinstance(a, GenericPane)), None)

@@ -65,7 +65,7 @@ class TerminalPane(DomainPane):
     """
 
     domain: TerminalDomain
-    echo_kept = False  # the model's screen echoes the command on its prompt line
+    echo_kept = False  # type: ignore[assignment]  # its screen echoes the command
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -41,7 +41,9 @@ class ToolDomain(Protocol):
 
 
 class ToolCallPane(DomainPane):
-    BINDINGS = [Binding("ctrl+s", "send_call", "Send", tooltip="Check and send the tool call")]
+    BINDINGS = [
+        Binding("ctrl+s", "send_call", "Send", tooltip="Check and send the tool call", show=False)
+    ]
     DEFAULT_CSS = """
     ToolCallPane #call-row { height: 12; }
     ToolCallPane #call { width: 1fr; }

@@ -52,8 +52,12 @@ _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 class WebPane(DomainPane):
     BINDINGS = [
-        Binding("f2", "toggle_diff", "Page diff", tooltip="Show what the last turn changed")
+        Binding("f2", "toggle_diff", "Page diff", tooltip="Show what the last turn changed"),
+        Binding("ctrl+s", "send", "Send", tooltip="Send the action", show=False),
     ]
+
+    def action_send(self) -> None:
+        self.send_call(self.action_bar.call.value)
 
     domain: WebDomain
     replaces_view = True

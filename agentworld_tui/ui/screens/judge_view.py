@@ -1,14 +1,6 @@
 """Judging a turn in the app: ``JudgeSetup`` asks for the reference observation and the
 judge to use; ``JudgeView`` shows a verdict (five scores, their mean, strengths and
-weaknesses, or why there is no judgement).
-
-The pane's flow: push ``JudgeSetup(reference=..., loaded_model=...)``; it dismisses with a
-``JudgeRequest`` or None. Build the judge's messages with
-``world.judge.turn_judge_messages(session, turn, request.reference)``, run
-``engines.judge.run_judge(engine, messages, reference=request.reference)`` in a worker on
-the loaded engine (``request.judge is None``) or on
-``evaluation.judging.make_judge_engine(request.judge)`` after ``load()``, store
-``turn.judgement = verdict.to_dict()``, save, and push ``JudgeView(verdict)``.
+weaknesses, or why there is no judgement). ``ui/judging.py`` runs the flow between them.
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
 
-from agentworld_tui.judging.judge import JudgeSpec
+from agentworld_tui.engines.factory import EngineSpec
 from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
 
@@ -34,7 +26,7 @@ ANSWER_SHOWN_CHARS = 20_000
 class JudgeRequest:
     reference: str
     """The real observation to compare the turn's prediction with."""
-    judge: JudgeSpec | None
+    judge: EngineSpec | None
     """Another judge engine; None: the model the app has loaded."""
 
 
@@ -56,7 +48,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
     ]
 
     def __init__(
-        self, reference: str = "", *, loaded_model: str = "", last: JudgeSpec | None = None
+        self, reference: str = "", *, loaded_model: str = "", last: EngineSpec | None = None
     ) -> None:
         super().__init__()
         self.reference = reference
@@ -64,7 +56,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
         self.last = last
 
     def compose(self) -> ComposeResult:
-        last = self.last or JudgeSpec()
+        last = self.last or EngineSpec()
         with Vertical():
             yield Label("Reference observation (the real one; paste it if the turn has none)")
             yield TextArea(self.reference, id="reference", soft_wrap=False)
@@ -115,12 +107,12 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
             if not value["path"]:
                 self._fail("Give the judge's GGUF file.")
                 return
-            self.dismiss(JudgeRequest(reference, JudgeSpec(model_path=value["path"])))
+            self.dismiss(JudgeRequest(reference, EngineSpec(model_path=value["path"])))
         elif which == "server":
             if not value["url"]:
                 self._fail("Give the server's URL.")
                 return
-            spec = JudgeSpec(server=value["url"], model=value["model"], api_key_env=key_env)
+            spec = EngineSpec(server=value["url"], model=value["model"], api_key_env=key_env)
             self.dismiss(JudgeRequest(reference, spec))
         else:
             if not self.loaded_model:

@@ -35,6 +35,16 @@ NO_BAR, TRACK, THUMB = 0, 1, 2
 """What a row shows in the scrollbar column: nothing (everything fits), track, thumb."""
 
 
+def _tabs_expanded(line: Text) -> Text:
+    """A line with its tabs turned into spaces: a raw tab would be drawn as the terminal
+    pleases, misaligning the columns and what is drawn over them."""
+    if "\t" not in line.plain:
+        return line
+    line = line.copy()
+    line.expand_tabs(8)
+    return line
+
+
 def _wrap_offsets(text: str, width: int) -> list[tuple[int, int]]:
     """Row boundaries for ``text`` wrapped at ``width`` cells, preferring spaces."""
     if len(text) <= width or width < 8:
@@ -178,6 +188,7 @@ class LineView(ScrollView, can_focus=True):
             self._lines.append(Text())
             self._versions.append(self._next())
             first += 1
+        lines = [_tabs_expanded(line) for line in lines]
         self._lines[-1:] = [*lines, Text()]
         self._versions[-1:] = [self._next() for _ in range(len(lines) + 1)]
         self._relayout(first)

@@ -26,7 +26,7 @@ class WireframeView(Widget, can_focus=True):
     BINDINGS = [
         Binding("down", "next_node", "Next node", show=False),
         Binding("up", "previous_node", "Previous node", show=False),
-        Binding("enter", "pick", "Pick node", tooltip="Fill a tap on the node"),
+        Binding("enter", "pick", "Pick node", tooltip="Fill a tap on the node", show=False),
     ]
 
     class Picked(Message):

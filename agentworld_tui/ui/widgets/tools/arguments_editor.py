@@ -8,7 +8,11 @@ from textual.widgets import TextArea
 
 
 class ArgumentsEditor(TextArea):
-    BINDINGS = [Binding("ctrl+s", "send", "Send", tooltip="Check and send the call", priority=True)]
+    BINDINGS = [
+        Binding(
+            "ctrl+s", "send", "Send", tooltip="Check and send the call", show=False, priority=True
+        )
+    ]
 
     DEFAULT_CSS = """
     ArgumentsEditor { height: 1fr; border: round $primary-darken-2; }

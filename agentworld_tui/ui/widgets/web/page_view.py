@@ -18,7 +18,9 @@ class PageView(LineView):
     BINDINGS = [
         Binding("down", "next_element", "Next element", show=False),
         Binding("up", "previous_element", "Previous element", show=False),
-        Binding("enter", "pick", "Pick element", tooltip="Fill an action for the element"),
+        Binding(
+            "enter", "pick", "Pick element", tooltip="Fill an action for the element", show=False
+        ),
     ]
 
     class Picked(Message):
