@@ -152,6 +152,8 @@ class ServerSettings:
     """Name of the environment variable holding the API key (the key is never stored)."""
     idle_timeout: float = _bounded(120.0, 1, 86400)
     """Seconds to wait for the next piece of a reply before giving up on the server."""
+    concurrency: int = _bounded(8, 1, 1024)
+    """Turns sent to the server at once (sessions of several tabs, agents, environments)."""
 
 
 @dataclass

@@ -80,7 +80,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     engine = make_engine(settings)
     for problem in problems:
         print(f"agentworld: {problem}", file=sys.stderr)
-    simulator = Simulator(engine, settings.generation_params())
+    simulator = Simulator(engine, settings.generation_params())  # one turn: no concurrency
     try:
         error = simulator.load_and_wait()
         if error:

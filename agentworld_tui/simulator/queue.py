@@ -7,6 +7,10 @@ starts compute, and a second pool leaves more pool threads than cores, so that e
 them sleeps after a few spins at every barrier (the same model then decodes at a half or
 less of its speed). Jobs report through callbacks called on that thread and read only
 immutable snapshots: the world's state is never written here.
+
+A model on a server decodes elsewhere: its generations run concurrently, up to
+``concurrency`` at once on threads of their own, started in the order they were asked
+for; the server does the batching. A model load or switch waits until they are done.
 """
 
 from __future__ import annotations
@@ -70,15 +74,28 @@ class CallJob:
 
 
 class EngineQueue:
-    def __init__(self, engine: Engine | None) -> None:
+    def __init__(self, engine: Engine | None, *, concurrency: int = 8) -> None:
         self.engine = engine
+        self.concurrency = max(1, concurrency)
+        """Generations in flight at once on a server (a local model runs one at a time)."""
         self._jobs: queue.Queue[GenerationJob | LoadJob | CallJob | None] = queue.Queue()
         self._waiting: list[GenerationJob] = []
+        self._running: list[GenerationJob] = []
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._counts = TokenCounts()
-        self.running: GenerationJob | None = None
         self._thread = threading.Thread(target=self._work, name="engine", daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> GenerationJob | None:
+        """The generation running (the first, when a server runs several)."""
+        with self._lock:
+            return self._running[0] if self._running else None
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._running)
 
     # -- asking ---------------------------------------------------------------------------
     def load(
@@ -108,11 +125,9 @@ class EngineQueue:
             return list(self._waiting)
 
     def close(self) -> None:
-        running = self.running
-        if running is not None:
-            running.control.cancel()
+        """Stop every generation, running or waiting, and end the worker."""
         with self._lock:
-            for job in self._waiting:
+            for job in self._running + self._waiting:
                 job.control.cancel()
         self._jobs.put(None)
 
@@ -127,21 +142,42 @@ class EngineQueue:
             if job is None:
                 break
             if isinstance(job, LoadJob):
+                self._drain()
                 self._load(job)
                 continue
             if isinstance(job, CallJob):
+                self._drain()
                 self._call(job)
                 continue
-            with self._lock:
+            engine = self.engine
+            remote = engine is not None and engine.info.remote and self.concurrency > 1
+            with self._idle:
+                if remote:  # a free slot first: they start in the order asked for
+                    self._idle.wait_for(lambda: len(self._running) < self.concurrency)
                 if job in self._waiting:
                     self._waiting.remove(job)
-                self.running = job
-            try:
-                self._run(job)
-            finally:
-                self.running = None
+                self._running.append(job)
+            if remote:
+                name = f"engine-{id(job):x}"
+                threading.Thread(target=self._run_one, args=(job,), name=name, daemon=True).start()
+            else:
+                self._run_one(job)
+        self._drain()
         if self.engine is not None and self.engine.loaded:
             self.engine.unload()
+
+    def _run_one(self, job: GenerationJob) -> None:
+        try:
+            self._run(job)
+        finally:
+            with self._idle:
+                self._running.remove(job)
+                self._idle.notify_all()
+
+    def _drain(self) -> None:
+        """Wait until no generation runs (before a load, a call, or the end)."""
+        with self._idle:
+            self._idle.wait_for(lambda: not self._running)
 
     def _load(self, job: LoadJob) -> None:
         if job.engine is not None:

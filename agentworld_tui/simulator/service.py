@@ -35,8 +35,11 @@ class Simulator:
         *,
         home: Home | None = None,
         engine_error: str = "",
+        concurrency: int = 8,
     ) -> None:
-        self.queue = EngineQueue(engine)
+        """``concurrency``: turns in flight at once on a server (a local model runs one
+        at a time, in order)."""
+        self.queue = EngineQueue(engine, concurrency=concurrency)
         self.params = params or GenerationParams()
         self.home = home
         """Where finished turns are recorded for runs that do not name their own."""

@@ -37,7 +37,13 @@ class ModelLoading:
                 error = no_model_message()
         if engine is not None:
             self.model = StatusInfo(model=engine.info.name, phase="loading model")
-        return Simulator(engine, self.app.settings.generation_params(), engine_error=error)
+        settings = self.app.settings
+        return Simulator(
+            engine,
+            settings.generation_params(),
+            engine_error=error,
+            concurrency=settings.server.concurrency,
+        )
 
     def start(self) -> None:
         app = self.app

@@ -1,0 +1,77 @@
+"""Every domain as tools an agent calls: the tools offered, and the action each call is."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentworld_tui.domains import DOMAINS, get_domain
+from agentworld_tui.domains.agent_tools import agent_action, agent_tools
+from agentworld_tui.world.action import ActionError
+from agentworld_tui.world.prompts import load_scenarios
+
+CALLS = {
+    "terminal": ("send_keystrokes", {"keystrokes": "ls -la\n", "duration": 2}),
+    "web": ("browser_action", {"action": "click('12')"}),
+    "android": ("phone_action", {"action": {"action": "tap", "element": "Sign in"}}),
+    "os": ("run_python", {"code": "import pyautogui\npyautogui.click(10, 20)"}),
+    "search": ("web_search", {"queries": ["harrowmere tides", "harrowmere ferry"]}),
+    "swe": ("execute_bash", {"command": "ls"}),
+}
+
+
+@pytest.mark.parametrize("name", list(DOMAINS))
+def test_every_domain_offers_tools_with_json_schemas(name: str) -> None:
+    domain = get_domain(name)
+    scenario = load_scenarios(name)[0][0]
+    tools = agent_tools(domain, scenario)
+    assert tools
+    for tool in tools:
+        assert tool.name and tool.description
+        assert tool.input_schema.get("type") == "object"
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_call_of_a_domain_tool_is_its_action(name: str) -> None:
+    domain = get_domain(name)
+    scenario = load_scenarios(name)[0][0]
+    tool, arguments = CALLS[name]
+    action = agent_action(domain, scenario, tool, arguments)
+    assert action.domain == name
+    assert domain.render_turn(1, action, None).startswith("### Turn 1")
+
+
+def test_the_terminal_call_keeps_the_keystrokes_and_duration() -> None:
+    domain = get_domain("terminal")
+    scenario = load_scenarios("terminal")[0][0]
+    action = agent_action(domain, scenario, "send_keystrokes", {"keystrokes": "C-c"})
+    assert action.payload[0]["keystrokes"] == "C-c"
+    timed = agent_action(domain, scenario, *CALLS["terminal"])
+    assert timed.payload == [{"keystrokes": "ls -la\n", "duration": 2.0}]
+
+
+def test_mcp_offers_the_scenario_s_own_tools() -> None:
+    domain = get_domain("mcp")
+    scenario = load_scenarios("mcp")[0][0]
+    names = [t.name for t in agent_tools(domain, scenario)]
+    assert "list_directory" in names
+    action = agent_action(domain, scenario, "list_directory", {"path": "/home/maya/notes"})
+    assert action.payload == {"name": "list_directory", "arguments": {"path": "/home/maya/notes"}}
+
+
+@pytest.mark.parametrize(
+    ("name", "tool", "arguments", "problem"),
+    [
+        ("terminal", "rm_rf", {}, "unknown tool 'rm_rf'; this environment has send_keystrokes"),
+        ("web", "browser_action", {"action": "explode('1')"}, "explode"),
+        ("os", "run_python", {}, "code is required"),
+        ("mcp", "list_directory", {"path": 5}, "path"),
+        ("android", "phone_action", [], "the arguments must be an object"),
+    ],
+)
+def test_bad_calls_say_why_as_the_app_does(
+    name: str, tool: str, arguments: object, problem: str
+) -> None:
+    domain = get_domain(name)
+    scenario = load_scenarios(name)[0][0]
+    with pytest.raises(ActionError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        agent_action(domain, scenario, tool, arguments)
