@@ -111,18 +111,25 @@ def agent_action(domain: Domain, scenario: Scenario, name: str, arguments: Any) 
         known = ", ".join(tool.name for tool in tools)
         raise ActionError(f"unknown tool {name!r}; this environment has {known}", field="name")
     if callable(getattr(domain, "tools", None)):
-        return domain.make_action(name, arguments, scenario)  # type: ignore[attr-defined,call-arg]
+        return _made(domain, name, arguments, scenario)
     if name == _KEYSTROKES.name:
         entry: dict[str, Any] = {"keystrokes": arguments.get("keystrokes", "")}
         if "duration" in arguments:
             entry["duration"] = arguments["duration"]
-        return domain.make_action([entry])  # type: ignore[attr-defined]
+        return _made(domain, [entry])
     if name == _DESKTOP.name:
         return domain.parse_action(_text(arguments, "code"), scenario)
     value = arguments.get("action")
     if name == _PHONE.name and isinstance(value, dict):
-        return domain.make_action(value, scenario)  # type: ignore[attr-defined]
+        return _made(domain, value, scenario)
     return domain.parse_action(_text(arguments, "action"), scenario)
+
+
+def _made(domain: Domain, *args: Any) -> Action:
+    """The domain's own ``make_action`` (each domain takes its own arguments)."""
+    action = domain.make_action(*args)  # type: ignore[attr-defined]
+    assert isinstance(action, Action)
+    return action
 
 
 def _text(arguments: dict[str, Any], key: str) -> str:
