@@ -5,10 +5,11 @@ way, taken as ``TurnUpdate`` batches on the session's own thread.
 """
 
 from agentworld_tui.simulator.run import Home, Saver, TurnRun, TurnUpdate, home_on
-from agentworld_tui.simulator.service import Simulator, SimulatorError
+from agentworld_tui.simulator.service import BUSY, Simulator, SimulatorError
 from agentworld_tui.simulator.turn import generate, outcome, record, run_turn
 
 __all__ = [
+    "BUSY",
     "Home",
     "Saver",
     "Simulator",
