@@ -13,8 +13,6 @@ import os
 import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,38 +51,6 @@ def log_path() -> Path:
 
 def sessions_dir() -> Path:
     return data_dir() / "sessions"
-
-
-def shipped(name: str) -> Traversable:
-    """A file or folder shipped with the app (``prompts``, ``models.toml``).
-
-    In a wheel they sit in ``agentworld_tui/_shipped``; in a source checkout they are at the
-    repository's top level.
-    """
-    inside = resources.files("agentworld_tui") / "_shipped" / name
-    if inside.is_file() or inside.is_dir():
-        return inside
-    return resources.files("agentworld_tui").joinpath("..", name)
-
-
-def physical_cores() -> int:
-    """Physical core count (llama.cpp runs best with one thread per physical core)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return max(1, (os.cpu_count() or 2) // 2)
-    cores: set[tuple[str, str]] = set()
-    phys = core = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "physical id":
-            phys = value.strip()
-        elif key == "core id":
-            core = value.strip()
-            cores.add((phys, core))
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(len(cores) or (usable or 1), usable or 1))
 
 
 MAX_CONTEXT = 1 << 24

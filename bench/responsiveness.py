@@ -94,7 +94,8 @@ async def round_of_keys(
 
 
 async def measure(model: Path, args: argparse.Namespace) -> bool:
-    from agentworld_tui.config import Settings, physical_cores
+    from agentworld_tui.config import Settings
+    from agentworld_tui.engines.threads import physical_cores
     from agentworld_tui.ui.app import AgentWorldApp
 
     settings = Settings()

@@ -387,7 +387,8 @@ async def measure(
 ) -> tuple[list[bool], list[int], int]:
     """The app against the bare loop in each view; the verdicts, and the last prompt and
     context size (for ``--control``)."""
-    from agentworld_tui.config import Settings, physical_cores
+    from agentworld_tui.config import Settings
+    from agentworld_tui.engines.threads import physical_cores
 
     threads = args.threads or physical_cores()
     settings = Settings()
@@ -556,8 +557,8 @@ def control(
 def _control(
     model: Path, label: str, prompt: list[int], n_ctx: int, args: argparse.Namespace
 ) -> None:
-    from agentworld_tui.config import physical_cores
     from agentworld_tui.engines.base import GenerationParams
+    from agentworld_tui.engines.threads import physical_cores
 
     threads = args.threads or physical_cores()
     params = GenerationParams(max_tokens=args.tokens + 1, seed=1234)
@@ -603,8 +604,8 @@ def _control(
 
 def offload(model: Path, label: str, args: argparse.Namespace) -> None:
     """Decode speed with every layer on the GPU ÷ on the CPU, bare loops, alternating."""
-    from agentworld_tui.config import physical_cores
     from agentworld_tui.engines.base import GenerationParams
+    from agentworld_tui.engines.threads import physical_cores
 
     threads = args.threads or physical_cores()
     params = GenerationParams(max_tokens=args.tokens, seed=1234)

@@ -18,6 +18,8 @@ if str(TESTS_DIR) not in sys.path:
 
 from ggufgen import Piece, write_scripted_model  # noqa: E402
 
+import agentworld_tui.domains  # noqa: E402, F401  # registers the shipped domains, as front-ends do
+
 if TYPE_CHECKING:
     from agentworld_tui.engines.llama import LlamaEngine
 
@@ -33,6 +35,9 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(data))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    from agentworld_tui.world import folders
+
+    monkeypatch.setattr(folders, "_user_folder", config)  # as a front-end hands it in
     return {"config": config, "data": data}
 
 

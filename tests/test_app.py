@@ -767,7 +767,7 @@ async def test_the_still_widgets_draw_again_when_their_look_changes() -> None:
         app.theme = "textual-light"
         await same_as_fresh("theme")
         assert app.screen.render_lines(app.screen.outer_size.region) != before
-        await pilot.resize_terminal(90, 30)
+        await pilot.resize_terminal(110, 30)  # narrower, still above the narrow layout
         await same_as_fresh("size")
         app.tabs().query_one(Tabs).focus()
         await same_as_fresh("focus")

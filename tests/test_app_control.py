@@ -88,7 +88,7 @@ async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
     assert judged is not None, judged
     assert judged["judgement"], judged["error"]
     assert judged["judgement"]["total"] == pytest.approx(4.0)
-    assert "★ judged 4.00/5 (75/100)" in shown
+    assert "★ judged 4.00/5 (75.00/100)" in shown
 
 
 class Loads(logging.Handler):

@@ -13,7 +13,7 @@ import pytest
 from ggufgen import write_scripted_model
 from test_app import LS_SCRIPT, make_app, pane, wait_for
 
-from agentworld_tui.config import Settings
+from agentworld_tui.config import Settings, sessions_dir
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.world.library import SessionLibrary
@@ -44,7 +44,7 @@ async def test_a_new_session_keeps_the_old_one_in_the_browser(ls_model: Path) ->
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: not pane(app).session.turns)
         assert notified(app, "kept in the session browser")
-        kept = [s for s in SessionLibrary().entries() if "replaced" in s.name]
+        kept = [s for s in SessionLibrary(sessions_dir()).entries() if "replaced" in s.name]
         assert len(kept) == 1 and kept[0].turns == 2
         assert load_workspace(kept[0].path).tabs[0].turns[1].user_message.count("pwd")
 

@@ -13,8 +13,8 @@ from ggufgen import write_scripted_model
 from test_wheel import wheel  # noqa: F401  (the built wheel, a fixture)
 
 from agentworld_tui.cli import main
-from agentworld_tui.cli.demo import DemoScriptError, load_demo
 from agentworld_tui.domains import DOMAINS
+from agentworld_tui.ui.demo_script import DemoScriptError, load_demo
 from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.workspace import load_workspace
 
@@ -163,7 +163,7 @@ def test_shipped_example_script_is_valid() -> None:
 
 
 def test_the_shipped_examples_are_valid_and_listed() -> None:
-    from agentworld_tui.cli.demo import SHIPPED_DEMOS, shipped_demo
+    from agentworld_tui.ui.demo_script import SHIPPED_DEMOS, shipped_demo
 
     folder = shipped_demo(SHIPPED_DEMOS[0]).parent
     assert sorted(p.stem for p in folder.glob("*.toml")) == sorted(SHIPPED_DEMOS)
@@ -179,7 +179,7 @@ def test_the_shipped_examples_are_valid_and_listed() -> None:
 def test_a_shipped_example_is_played_by_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentworld_tui.cli.demo import demo_script_path, shipped_demo
+    from agentworld_tui.ui.demo_script import demo_script_path, shipped_demo
 
     monkeypatch.chdir(tmp_path)
     assert demo_script_path("tour") == shipped_demo("tour")
@@ -197,7 +197,7 @@ def test_demo_help_explains_the_format_and_the_examples(
 ) -> None:
     import tomllib
 
-    from agentworld_tui.cli.demo import SHIPPED_DEMOS, parse_demo
+    from agentworld_tui.ui.demo_script import SHIPPED_DEMOS, parse_demo
 
     with pytest.raises(SystemExit):
         main(["demo", "--help"])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agentworld_tui.config import sessions_dir
 from agentworld_tui.domains import get_domain
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.library import LAST_USED, SessionLibrary
@@ -362,7 +363,7 @@ def test_open_or_new(tmp_path: Path) -> None:
 
 # -- the library of saved sessions ---------------------------------------------------------
 def test_library_lists_renames_deletes_and_resumes(tmp_path: Path) -> None:
-    library = SessionLibrary()  # the data dir from the test's environment
+    library = SessionLibrary(sessions_dir())  # the data dir from the test's environment
     assert library.entries() == [] and library.last_used() is None
 
     first = library.new("Morning work")
@@ -574,7 +575,7 @@ def test_renaming_a_session_another_program_writes_is_refused(tmp_path: Path) ->
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path;"
+            "import sys; from pathlib import Path; import agentworld_tui.domains;"
             "from agentworld_tui.world.workspace import open_or_new;"
             "w = open_or_new(Path(sys.argv[1])); print('holding', flush=True); sys.stdin.read()",
             str(path),

@@ -88,7 +88,7 @@ def test_installed_version_and_help(venv: Path, tmp_path: Path) -> None:
 def test_the_installed_app_uses_its_own_files(venv: Path, tmp_path: Path) -> None:
     code = (
         "import json, agentworld_tui\n"
-        "from agentworld_tui.config import shipped\n"
+        "from agentworld_tui.world.folders import shipped\n"
         "from agentworld_tui.world.prompts import load_template\n"
         "t = load_template('terminal')\n"
         "print(json.dumps([agentworld_tui.__file__, str(shipped('prompts')), t.source,"

@@ -120,6 +120,10 @@ def _run(words: list[str]) -> int:
     if problem is not None:
         parser.error(problem)
     handler = getattr(args, "handler", None) or cmd_app
+    from agentworld_tui.config import config_dir
+    from agentworld_tui.world.folders import use_user_folder
+
+    use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
     try:
         return int(handler(args))
     except UserError as exc:

@@ -189,8 +189,10 @@ shows each as a notification)."""
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from agentworld_tui.config import load_settings, setup_logging
+    from agentworld_tui.config import config_dir, load_settings, setup_logging
+    from agentworld_tui.world.folders import use_user_folder
 
+    use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
     loaded = load_settings()
     settings = loaded.settings
     settings.problems = loaded.summary()

@@ -783,6 +783,8 @@ class AndroidDomain:
     name = "android"
     title = "Android"
     lexer = "xml"
+    replaces_state = True
+    editor_language = "json"
 
     def make_action(self, data: dict[str, Any], scenario: Scenario | None = None) -> Action:
         screen = None

@@ -62,6 +62,8 @@ class McpDomain:
     name = "mcp"
     title = "MCP"
     lexer = "json"
+    replaces_state = False
+    editor_language = "json"
 
     def tools(self, scenario: Scenario) -> list[Tool] | None:
         """The scenario's tools, or None; a malformed list is an ActionError for the pane."""

@@ -77,6 +77,8 @@ class OsDomain:
     name = "os"
     title = "OS"
     lexer = "text"
+    replaces_state = True
+    editor_language = "python"
 
     def make_action(self, code: str, instruction: str = "") -> Action:
         clean = check_code(code)

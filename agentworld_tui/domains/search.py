@@ -317,6 +317,8 @@ class SearchDomain:
     name = "search"
     title = "Search"
     lexer = "markdown"
+    replaces_state = False
+    editor_language = "json"
 
     def own_tools(self, scenario: Scenario) -> list[Tool] | None:
         """The scenario's own tool list, None where it gives none."""

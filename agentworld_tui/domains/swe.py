@@ -165,6 +165,8 @@ class SweDomain:
     name = "swe"
     title = "SWE"
     lexer = "text"
+    replaces_state = False
+    editor_language = "json"
 
     def own_tools(self, scenario: Scenario) -> list[Tool] | None:
         """The scenario's own tool list, None where it gives none."""

@@ -136,6 +136,8 @@ class TerminalDomain:
     name = "terminal"
     title = "Terminal"
     lexer = "text"
+    replaces_state = False
+    editor_language = "json"
 
     def make_action(self, entries: list[Any]) -> Action:
         """Validate keystroke entries built by the pane or parsed from JSON."""

@@ -441,6 +441,8 @@ class WebDomain:
     name = "web"
     title = "Web"
     lexer = "text"
+    replaces_state = True
+    editor_language = "text"
 
     def make_action(self, name: str, arguments: dict[str, Any]) -> Action:
         """An action built in the action bar: the action picked and its fields."""

@@ -291,7 +291,7 @@ class LlamaEngine:
         from jinja2 import TemplateError
 
         route_native_logs()
-        from agentworld_tui.config import physical_cores
+        from agentworld_tui.engines.threads import physical_cores
 
         offload = llama_cpp.llama_supports_gpu_offload()
         gpu_layers = self.requested_gpu_layers

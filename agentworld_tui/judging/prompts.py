@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentworld_tui.config import config_dir, shipped
+from agentworld_tui.world.folders import shipped, user_file
 from agentworld_tui.world.prompts import load_template, render_template
 
 if TYPE_CHECKING:
@@ -138,9 +138,9 @@ class JudgePrompts:
 def shipped_user_template() -> tuple[str, str]:
     """The project's user template (the user's own in the config dir replaces it) and where
     it was read from."""
-    override = config_dir() / "prompts" / USER_TEMPLATE_FILE
-    text = _read_text(override)
-    if text:
+    override = user_file("prompts", USER_TEMPLATE_FILE)
+    text = _read_text(override) if override is not None else ""
+    if text and override is not None:
         return text, str(override)
     resource = shipped("prompts").joinpath(USER_TEMPLATE_FILE)
     try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.world.folders import shipped, user_file
 from agentworld_tui.world.sanitize import sanitize
 
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -144,16 +145,13 @@ def resolve(catalog: Catalog, name_or_spec: str) -> CatalogEntry:
     )
 
 
-def user_catalog_path() -> Path:
-    from agentworld_tui.config import config_dir
-
-    return config_dir() / "models.toml"
+def user_catalog_path() -> Path | None:
+    """The user's own models.toml (None when no front-end named the user's folder)."""
+    return user_file("models.toml")
 
 
 def load_catalog(user_path: Path | None = None) -> Catalog:
     """The shipped catalog with the user's additions and overrides applied."""
-    from agentworld_tui.config import shipped
-
     catalog = Catalog()
     try:
         shipped_text = shipped("models.toml").read_text(encoding="utf-8")
@@ -162,6 +160,8 @@ def load_catalog(user_path: Path | None = None) -> Catalog:
     else:
         merge_catalog_text(catalog, shipped_text, "shipped models.toml", origin="shipped")
     path = user_path or user_catalog_path()
+    if path is None:
+        return catalog
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

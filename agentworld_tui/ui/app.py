@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane, Tabs
 
-from agentworld_tui.config import Settings
+from agentworld_tui.config import Settings, config_dir, sessions_dir
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.simulator import Simulator
@@ -33,6 +33,7 @@ from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
 from agentworld_tui.ui.textual_private import keep_rows, relabel
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
+from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
 from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.session import Session
@@ -105,11 +106,12 @@ class AgentWorldApp(App[int]):
         offer_models: bool = True,
     ) -> None:
         super().__init__()
+        use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
         self.settings = settings
         self.session_file = session_file
         self.offer_resume = offer_resume and session_file is None
         self.offer_models = offer_models
-        self.files = OpenWorkspace(SessionLibrary())
+        self.files = OpenWorkspace(SessionLibrary(sessions_dir()))
         self.loading = ModelLoading(self)
         self.simulator: Simulator = self.loading.simulator(engine)
         self.start_up = StartUp(self)

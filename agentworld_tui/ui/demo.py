@@ -22,8 +22,8 @@ from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.store import write_atomic
 
 if TYPE_CHECKING:
-    from agentworld_tui.cli.demo import DemoAction, DemoScript, DemoTab
     from agentworld_tui.ui.app import AgentWorldApp
+    from agentworld_tui.ui.demo_script import DemoAction, DemoScript, DemoTab
 
 POLL_SECONDS = 0.05
 MODEL_TIMEOUT = 900.0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.config import config_dir, shipped
+from agentworld_tui.world.folders import shipped, user_file
 
 WORLDS_FOLDER = "worlds"
 MAX_WORLD_CHARS = 60_000
@@ -170,8 +170,9 @@ def parse_world(text: str, source: str = "world") -> FictionalWorld:
         raise WorldError(f"{source}: {exc}") from None
 
 
-def user_worlds_dir() -> Path:
-    return config_dir() / WORLDS_FOLDER
+def user_worlds_dir() -> Path | None:
+    """The user's own worlds (None when no front-end named the user's folder)."""
+    return user_file(WORLDS_FOLDER)
 
 
 def list_worlds() -> tuple[list[FictionalWorld], list[str]]:
@@ -188,7 +189,7 @@ def list_worlds() -> tuple[list[FictionalWorld], list[str]]:
                 except (OSError, UnicodeDecodeError) as exc:
                     problems.append(f"shipped:{WORLDS_FOLDER}/{item.name}: {exc}")
     user = user_worlds_dir()
-    if user.is_dir():
+    if user is not None and user.is_dir():
         for path in sorted(user.glob("*.toml")):
             try:
                 texts.append((str(path), path.read_text(encoding="utf-8")))
@@ -218,7 +219,10 @@ def save_world(world: FictionalWorld, folder: Path | None = None) -> Path:
     """Write the world to ``<folder>/<name>.toml`` (default: the user's worlds) atomically."""
     from agentworld_tui.world.store import write_atomic
 
-    path = (folder or user_worlds_dir()) / f"{world.name}.toml"
+    folder = folder or user_worlds_dir()
+    if folder is None:
+        raise WorldError("there is no folder to save the world to")
+    path = folder / f"{world.name}.toml"
     write_atomic(path, world.to_toml().encode("utf-8"))
     return path
 

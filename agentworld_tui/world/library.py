@@ -53,11 +53,8 @@ class SavedSession:
 
 
 class SessionLibrary:
-    def __init__(self, folder: Path | None = None, domains: DomainLookup | None = None) -> None:
-        if folder is None:
-            from agentworld_tui.config import sessions_dir
-
-            folder = sessions_dir()
+    def __init__(self, folder: Path, domains: DomainLookup | None = None) -> None:
+        """``folder``: the sessions folder (the front-end's settings say which)."""
         self.folder = folder
         self.domains = domains
         remove_stale_temporaries(folder)  # left by saves that were killed

@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from agentworld_tui.config import shipped
+from agentworld_tui.world.folders import shipped
 from agentworld_tui.world.prompts import user_prompts_dir
 
 CONTROL_SECTION = "Simulation Instruction"
@@ -117,8 +117,9 @@ def load_perturbations(domain: str) -> tuple[list[Perturbation], list[str]]:
         sources.append((f"shipped:{domain}/{PERTURBATIONS_FILE}", text))
     except (OSError, UnicodeDecodeError):
         pass
-    user = user_prompts_dir() / domain / PERTURBATIONS_FILE
-    if user.exists():
+    folder = user_prompts_dir()
+    user = folder / domain / PERTURBATIONS_FILE if folder is not None else None
+    if user is not None and user.exists():
         try:
             sources.append((str(user), user.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentworld_tui.config import config_dir, shipped
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.folders import shipped, user_file
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -36,15 +36,17 @@ def render_template(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", rendered).strip() + "\n"
 
 
-def user_prompts_dir() -> Path:
-    return config_dir() / "prompts"
+def user_prompts_dir() -> Path | None:
+    """The user's own prompts (None when no front-end named the user's folder)."""
+    return user_file("prompts")
 
 
 def load_template(domain: str, kind: str = "system_prompt") -> PromptTemplate:
     name = f"{kind}.txt"
     problems: list[str] = []
-    override = user_prompts_dir() / domain / name
-    if override.exists():
+    user = user_prompts_dir()
+    override = user / domain / name if user is not None else None
+    if override is not None and override.exists():
         try:
             text = override.read_text(encoding="utf-8")
             if text.strip():
@@ -78,8 +80,9 @@ def load_scenarios(domain: str) -> tuple[list[Scenario], list[str]]:
         )
     except (OSError, UnicodeDecodeError):
         sources.append((f"shipped:{domain}/scenarios.toml", None))
-    user = user_prompts_dir() / domain / "scenarios.toml"
-    if user.exists():
+    folder = user_prompts_dir()
+    user = folder / domain / "scenarios.toml" if folder is not None else None
+    if user is not None and user.exists():
         try:
             sources.append((str(user), user.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:

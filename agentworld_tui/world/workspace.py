@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from agentworld_tui import __version__
-from agentworld_tui.world.domain import Domain
+from agentworld_tui.world.domain import DOMAINS, Domain
 from agentworld_tui.world.json_input import JsonInputError, check_bounds, parse_json
 from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.session import Session, TurnStatus
@@ -462,6 +462,10 @@ def workspace_from_dict(
         try:
             domain = lookup(name)
         except KeyError:
+            if not len(DOMAINS):  # a program that never imported agentworld_tui.domains
+                raise WorkspaceError(
+                    f"{where}: no domains are registered (import agentworld_tui.domains)"
+                ) from None
             raise WorkspaceError(
                 f"{where}: tabs[{i}] simulates the domain {name!r}, which this version "
                 "does not have"
@@ -487,9 +491,7 @@ def workspace_from_dict(
 
 
 def _registered_domain(name: str) -> Domain:
-    from agentworld_tui.domains import get_domain
-
-    return get_domain(name)
+    return DOMAINS[name]
 
 
 class _Checker:

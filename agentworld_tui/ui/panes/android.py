@@ -52,7 +52,6 @@ class AndroidPane(DomainPane):
     BINDINGS = [Binding("ctrl+s", "send", "Send", tooltip="Send the action", show=False)]
 
     domain: AndroidDomain
-    replaces_view = True
 
     def action_send(self) -> None:
         self.send_action(self.action_input.value)

@@ -102,9 +102,11 @@ class DomainPane(Vertical):
             self.pane = pane
             self.turn = turn
 
-    replaces_view = False
-    """Whether each observation replaces the screen (web pages, phone screens) instead of
-    adding to it (a terminal)."""
+    @property
+    def replaces_view(self) -> bool:
+        """Whether each observation replaces the screen (web pages, phone screens) instead
+        of adding to it (a terminal): the domain says."""
+        return self.domain.replaces_state
 
     wraps_screen = False
     """Whether the screen wraps long lines (prose) instead of scrolling sideways."""

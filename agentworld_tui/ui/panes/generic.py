@@ -13,10 +13,6 @@ from textual.widgets import TextArea
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.world.action import ActionError
 
-# Domains whose observation is the whole next state (a page, a screen, a desktop tree).
-WHOLE_STATE_DOMAINS = {"web", "android", "os"}
-EDITOR_LANGUAGE = {"os": "python"}
-
 
 class ActionEditor(TextArea):
     BINDINGS = [
@@ -35,13 +31,11 @@ class GenericPane(DomainPane):
     GenericPane ActionEditor:focus { border: round $primary; }
     """
 
-    @property
-    def replaces_view(self) -> bool:  # type: ignore[override]
-        return self.domain.name in WHOLE_STATE_DOMAINS
-
     def compose_editor(self) -> ComposeResult:
-        language = EDITOR_LANGUAGE.get(self.domain.name, "json")
-        editor = ActionEditor(language=language, id="action-editor", soft_wrap=True)
+        language = self.domain.editor_language
+        editor = ActionEditor(
+            language=None if language == "text" else language, id="action-editor", soft_wrap=True
+        )
         editor.border_title = f"{self.domain.title} action · Ctrl+S sends"
         yield editor
 

@@ -29,7 +29,6 @@ class OsPane(GenericPane):
     """
 
     domain: OsDomain
-    replaces_view = True
 
     def compose_screen(self) -> ComposeResult:
         yield Static(id="instruction")

@@ -60,7 +60,6 @@ class WebPane(DomainPane):
         self.send_call(self.action_bar.call.value)
 
     domain: WebDomain
-    replaces_view = True
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -297,7 +297,8 @@ class ActionEditScreen(ModalScreen[Action | None]):
         self.turn = turn
 
     def compose(self) -> ComposeResult:
-        language = "python" if self.session.domain.name == "os" else "json"
+        language: str | None = self.session.domain.editor_language
+        language = None if language == "text" else language
         with Vertical():
             yield Label(
                 f"Turn {self.turn.number}: edit the action. Ctrl+S starts a new branch here; "
