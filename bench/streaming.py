@@ -406,10 +406,14 @@ async def measure(
         n_ctx = app.engine.info.n_ctx
         raw = await on_engine_thread(app, RawLlama, model, n_ctx, threads, args.gpu_layers)
         pane = app.active_pane
-        clock = Interleave(app.engine, raw, lambda: pane.run is not None and pane.run.pending, args.block)
+        clock = Interleave(
+            app.engine, raw, lambda: pane.run is not None and pane.run.pending, args.block
+        )
         try:
             for thinking in variants:
-                app.simulator.params = dataclasses.replace(app.simulator.params, enable_thinking=thinking)
+                app.simulator.params = dataclasses.replace(
+                    app.simulator.params, enable_thinking=thinking
+                )
                 results.append(await compare(app, pilot, raw, clock, label, args))
         finally:
             await on_engine_thread(app, raw.close)
