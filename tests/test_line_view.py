@@ -407,3 +407,30 @@ async def test_a_view_not_laid_out_yet_stays_at_its_top() -> None:
         await pilot.pause()
         assert view.scroll_y == 0 and view.max_scroll_y > 0
         assert view.render_lines(Region(0, 0, *view.outer_size))[0].text.strip() == "line 0"
+
+
+async def test_a_line_too_long_to_draw_whole_shows_its_newest_text_as_it_streams() -> None:
+    """Past MAX_LINE_CHARS a line shows its head and its tail, with what is between
+    counted: a streamed line that grows is seen growing."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LineView(wrap=True, id="v")
+
+    app = One()
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(LineView)
+        for i in range(8):
+            view.append(f"<{i:03d}>" + "x" * 995)
+            await pilot.pause()
+            # The rows of one wrapped line, less the scrollbar column, put back together.
+            drawn = "".join(strip.text[:-1] for strip in app.screen._compositor.render_strips())
+            assert f"<{i:03d}>" in drawn, i  # the newest piece is on screen
+        assert view.line(0).plain.startswith("<000>")  # the text itself is kept whole
+        hidden = len(view.line(0).plain) - MAX_LINE_CHARS
+        await pilot.resize_terminal(80, 50)
+        view.scroll_home(animate=False)
+        await pilot.pause()
+        drawn = "".join(strip.text[:-1] for strip in app.screen._compositor.render_strips())
+        assert drawn.startswith("<000>")  # the head
+        assert f"… [{hidden:,} more characters] …" in drawn

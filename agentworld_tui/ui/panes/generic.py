@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import TextArea
 
 from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.action import ActionError
 
 
-class ActionEditor(TextArea):
+class ActionEditor(Editor):
     BINDINGS = [
         Binding("ctrl+s", "send", "Send", tooltip="Send the action", show=False, priority=True)
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -45,6 +46,26 @@ class KeystrokeInput(Input):
 
     class Wait(Message):
         pass
+
+    class PastedLines(Message):
+        """Text of several lines was pasted: all but the last are whole commands."""
+
+        def __init__(self, lines: list[str]) -> None:
+            super().__init__()
+            self.lines = lines
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste of several lines is not cut to its first: its whole lines are queued as
+        commands for the next action and the last one stays on the line to edit."""
+        lines = event.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        if len(lines) < 2:
+            return  # one line: the Input inserts it as it does
+        event.stop()
+        event.prevent_default()
+        head, last = [self.value + lines[0], *lines[1:-1]], lines[-1]
+        self.value = last
+        self.cursor_position = len(last)
+        self.post_message(self.PastedLines(head))
 
     def action_control(self, key: str) -> None:
         self.post_message(self.Control(key))
@@ -113,6 +134,11 @@ class TerminalPane(DomainPane):
     def on_keystroke_input_wait(self, event: KeystrokeInput.Wait) -> None:
         event.stop()
         self._send_entries([wait(self.host.wait_seconds)])
+
+    def on_keystroke_input_pasted_lines(self, event: KeystrokeInput.PastedLines) -> None:
+        event.stop()
+        self.queued.extend(command(line) for line in event.lines)
+        self._show_queue()
 
     def on_keystroke_input_queue_line(self, event: KeystrokeInput.QueueLine) -> None:
         event.stop()

@@ -17,9 +17,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Label, Static, TextArea
+from textual.widgets import Button, DataTable, Label, Static
 
 from agentworld_tui.ui.screens.sessions import ConfirmScreen
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.session import HistoryError, Session, Turn
@@ -304,7 +305,7 @@ class ActionEditScreen(ModalScreen[Action | None]):
                 f"Turn {self.turn.number}: edit the action. Ctrl+S starts a new branch here; "
                 "the current branch stays."
             )
-            yield TextArea(
+            yield Editor(
                 editable_text(self.turn.action), language=language, id="action", soft_wrap=True
             )
             yield Static("", id="edit-error")
@@ -313,7 +314,7 @@ class ActionEditScreen(ModalScreen[Action | None]):
                 yield Button("Branch (Ctrl+S)", id="apply", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one("#action", TextArea).focus()
+        self.query_one("#action", Editor).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":
@@ -322,7 +323,7 @@ class ActionEditScreen(ModalScreen[Action | None]):
             self.action_cancel()
 
     def action_apply(self) -> None:
-        text = self.query_one("#action", TextArea).text
+        text = self.query_one("#action", Editor).text
         try:
             action = self.session.domain.parse_action(text, self.session.scenario)
         except ActionError as exc:

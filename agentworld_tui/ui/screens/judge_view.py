@@ -13,9 +13,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static, TextArea
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from agentworld_tui.engines.factory import EngineSpec
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
 
@@ -59,7 +60,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
         last = self.last or EngineSpec()
         with Vertical():
             yield Label("Reference observation (the real one; paste it if the turn has none)")
-            yield TextArea(self.reference, id="reference", soft_wrap=False)
+            yield Editor(self.reference, id="reference", soft_wrap=False)
             yield Label("Judge")
             with RadioSet(id="which"):
                 yield RadioButton(
@@ -95,7 +96,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
         self.query_one("#judge-error", Static).update(message)
 
     def action_judge(self) -> None:
-        reference = self.query_one("#reference", TextArea).text
+        reference = self.query_one("#reference", Editor).text
         if not reference.strip():
             self._fail("Give the reference observation to compare with.")
             return

@@ -22,7 +22,8 @@ from agentworld_tui.models.cache import local_path
 from agentworld_tui.models.catalog import Catalog, CatalogEntry, load_catalog
 from agentworld_tui.models.download import DownloadCancelled, DownloadError, PullProgress, pull
 from agentworld_tui.models.fit import FitVerdict, estimate_entry_fit, recommend
-from agentworld_tui.models.hardware import machine_memory
+from agentworld_tui.models.hardware import MachineMemory, machine_memory
+from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 
 STATUS_STYLE = {"fits": "green", "tight": "yellow", "does_not_fit": "red"}
 
@@ -54,10 +55,13 @@ class ModelPicker(ModalScreen[Path | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel / close")]
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog | None = None, machine: MachineMemory | None = None
+    ) -> None:
+        """``machine``: the memory to fit models into (default: this machine's)."""
         super().__init__()
         self.catalog = catalog or load_catalog()
-        self.machine = machine_memory()
+        self.machine = machine or machine_memory()
         self.verdicts: dict[str, FitVerdict] = {}
         self.cancel_event: threading.Event | None = None
         self._last_progress = 0.0
@@ -72,7 +76,11 @@ class ModelPicker(ModalScreen[Path | None]):
                 yield Label("", id="progress-text")
             yield Static("", id="picker-error")
             with Horizontal(id="file-row"):
-                yield Input(placeholder="…or the path of a GGUF file you have", id="file")
+                yield Input(
+                    placeholder="…or the path of a GGUF file you have (→ completes)",
+                    id="file",
+                    suggester=PathSuggester(".gguf"),
+                )
                 yield Button("Use file", id="use-file")
 
     def on_mount(self) -> None:

@@ -14,9 +14,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Label, OptionList, Static, TextArea
+from textual.widgets import Button, Checkbox, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.perturbation import (
     ControlError,
     ControlInstruction,
@@ -64,7 +65,7 @@ class PerturbationPicker(ModalScreen[ControlChoice | None]):
                 *(Option(self._label(p), id=p.name) for p in self.presets), id="presets"
             )
             yield Label("Control instruction (sent with the turn; edit freely)")
-            yield TextArea(
+            yield Editor(
                 self.current.text if self.current else "", id="instruction", soft_wrap=True
             )
             yield Checkbox(
@@ -93,7 +94,7 @@ class PerturbationPicker(ModalScreen[ControlChoice | None]):
         preset = next((p for p in self.presets if p.name == event.option.id), None)
         if preset is not None:
             self.chosen = preset
-            self.query_one("#instruction", TextArea).text = preset.instruction
+            self.query_one("#instruction", Editor).text = preset.instruction
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":
@@ -107,7 +108,7 @@ class PerturbationPicker(ModalScreen[ControlChoice | None]):
         self.dismiss(None)
 
     def action_apply(self) -> None:
-        text = self.query_one("#instruction", TextArea).text
+        text = self.query_one("#instruction", Editor).text
         persistent = self.query_one("#persistent", Checkbox).value
         preset = ""
         if self.chosen is not None and " ".join(text.split()) == self.chosen.instruction:

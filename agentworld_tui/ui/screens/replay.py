@@ -25,6 +25,7 @@ from agentworld_tui.engines.base import Finished
 from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.widgets.line_view import LineView
+from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.trajectories import (
@@ -101,7 +102,12 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
                 "AgentWorldBench file (*_test.jsonl) or a folder of them · Enter opens · "
                 "then Enter or Ctrl+R replays, Ctrl+L loads it as history into its tab"
             )
-            yield Input(self.start_path, placeholder="path to a .jsonl file or folder", id="path")
+            yield Input(
+                self.start_path,
+                placeholder="path to a .jsonl file or folder (→ completes)",
+                id="path",
+                suggester=PathSuggester(".jsonl"),
+            )
             yield Static("", id="loaded")
             yield DataTable(id="trajectories", cursor_type="row")
             with Horizontal(id="upto-row"):

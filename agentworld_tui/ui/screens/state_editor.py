@@ -6,8 +6,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Select, Static, TextArea
+from textual.widgets import Button, Label, Select, Static
 
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.prompts import load_scenarios
 
@@ -44,9 +45,9 @@ class StateEditor(ModalScreen[Scenario | None]):
             yield Label("Scenario")
             yield Select(options, prompt="Keep the current one", id="scenario", allow_blank=True)
             yield Label("Description (what the environment is)")
-            yield TextArea(self.current.description, id="description", soft_wrap=True)
+            yield Editor(self.current.description, id="description", soft_wrap=True)
             yield Label("Starting state (what is on screen before the first action)")
-            yield TextArea(self.current.state, id="state", soft_wrap=False)
+            yield Editor(self.current.state, id="state", soft_wrap=False)
             if self.has_turns:
                 yield Static(
                     "Starting again replaces this tab's turns with a new session.",
@@ -64,8 +65,8 @@ class StateEditor(ModalScreen[Scenario | None]):
     def on_select_changed(self, event: Select.Changed) -> None:
         chosen = next((s for s in self.scenarios if s.name == event.value), None)
         if chosen is not None:
-            self.query_one("#description", TextArea).text = chosen.description
-            self.query_one("#state", TextArea).text = chosen.state
+            self.query_one("#description", Editor).text = chosen.description
+            self.query_one("#state", Editor).text = chosen.state
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":
@@ -77,7 +78,7 @@ class StateEditor(ModalScreen[Scenario | None]):
         self.dismiss(None)
 
     def action_apply(self) -> None:
-        state = self.query_one("#state", TextArea).text
+        state = self.query_one("#state", Editor).text
         if len(state) > MAX_STATE_CHARS:
             self.query_one("#editor-error", Static).update(
                 f"The state is {len(state):,} characters; the limit is {MAX_STATE_CHARS:,}."
@@ -89,7 +90,7 @@ class StateEditor(ModalScreen[Scenario | None]):
             Scenario(
                 name=chosen.name,
                 title=chosen.title,
-                description=self.query_one("#description", TextArea).text,
+                description=self.query_one("#description", Editor).text,
                 state=state,
                 extras=dict(chosen.extras),
             )

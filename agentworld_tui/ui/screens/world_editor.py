@@ -13,8 +13,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Select, Static, TextArea
+from textual.widgets import Button, Label, Select, Static
 
+from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.fictional_world import (
     FictionalWorld,
     WorldError,
@@ -61,7 +62,7 @@ class WorldEditor(ModalScreen[WorldChoice | None]):
             yield Label("Start from")
             yield Select(options, prompt="Keep what is below", id="start", allow_blank=True)
             with Horizontal(id="panes"):
-                yield TextArea(
+                yield Editor(
                     self.current.to_toml() if self.current else blank_world(),
                     id="toml",
                     soft_wrap=True,
@@ -88,15 +89,15 @@ class WorldEditor(ModalScreen[WorldChoice | None]):
             if chosen is None:
                 return
             text = chosen.to_toml()
-        self.query_one("#toml", TextArea).text = text
+        self.query_one("#toml", Editor).text = text
 
-    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+    def on_text_area_changed(self, event: Editor.Changed) -> None:
         self._refresh_preview()
 
     def _parsed(self) -> FictionalWorld | None:
         error = self.query_one("#world-error", Static)
         try:
-            world = parse_world(self.query_one("#toml", TextArea).text, "world")
+            world = parse_world(self.query_one("#toml", Editor).text, "world")
         except WorldError as exc:
             error.update(str(exc))
             return None

@@ -336,9 +336,19 @@ class LineView(ScrollView, can_focus=True):
     def _display_plain(self, line: Text) -> str:
         plain = line.plain
         if len(plain) > self.max_line_chars:
-            hidden = len(plain) - self.max_line_chars
-            return plain[: self.max_line_chars] + f" … [{hidden:,} more characters]"
+            return self._cut(line).plain
         return plain
+
+    def _cut(self, line: Text) -> Text:
+        """A line too long to draw whole: its head and its tail (where a streamed line
+        grows, so it is seen growing), with what is between counted."""
+        head = self.max_line_chars // 2
+        tail = self.max_line_chars - head
+        hidden = len(line.plain) - self.max_line_chars
+        cut = line[:head]
+        cut.append(f" … [{hidden:,} more characters] … ", "dim italic")
+        cut.append_text(line[len(line.plain) - tail :])
+        return cut
 
     def on_resize(self) -> None:
         if self.wrap:
@@ -565,9 +575,7 @@ class LineView(ScrollView, can_focus=True):
         """The row's text, exactly ``width`` cells."""
         line = self._lines[index]
         if len(line.plain) > self.max_line_chars:
-            hidden = len(line.plain) - self.max_line_chars
-            line = line[: self.max_line_chars]
-            line.append(f" … [{hidden:,} more characters]", "dim italic")
+            line = self._cut(line)
         stop: int | None = None
         if end >= 0:
             stop = end

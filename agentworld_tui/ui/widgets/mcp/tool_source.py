@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Input, Label, Static
 
 from agentworld_tui.domains.tool_call import Tool, ToolListError, load_tools, tools_from_json
+from agentworld_tui.ui.widgets.editor import Editor
 
 
 class ToolSource(Vertical):
@@ -41,7 +42,7 @@ class ToolSource(Vertical):
         yield Label("File (a saved tools/list result, or a JSON list of tools):")
         yield Input(placeholder="/path/to/tools.json, Enter loads it", id="source-path")
         yield Label("or paste the tool definitions:")
-        yield TextArea(language="json", id="source-paste")
+        yield Editor(language="json", id="source-paste")
         yield Static(id="source-note")
         yield Static(id="source-error")
         with Horizontal(id="source-buttons"):
@@ -71,7 +72,7 @@ class ToolSource(Vertical):
         self.post_message(self.Loaded(tools, path))
 
     def use_paste(self) -> None:
-        text = self.query_one("#source-paste", TextArea).text
+        text = self.query_one("#source-paste", Editor).text
         if not text.strip():
             self.show_problem("paste a tool list first")
             return

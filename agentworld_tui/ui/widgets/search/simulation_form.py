@@ -7,7 +7,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Input, Label, TextArea
+from textual.widgets import Button, Input, Label
+
+from agentworld_tui.ui.widgets.editor import Editor
 
 
 class SimulationForm(Vertical):
@@ -34,7 +36,7 @@ class SimulationForm(Vertical):
         yield Label("Target query:")
         yield Input(placeholder="the question the simulated web should answer", id="target-query")
         yield Label("Reference answer (its facts must hold in every result and page):")
-        yield TextArea(id="reference-answer", soft_wrap=True)
+        yield Editor(id="reference-answer", soft_wrap=True)
         with Horizontal(id="simulation-buttons"):
             yield Button("Apply", id="simulation-apply", compact=True, variant="primary")
             yield Button("Remove", id="simulation-remove", compact=True)
@@ -42,19 +44,19 @@ class SimulationForm(Vertical):
 
     def open(self, target_query: str, reference_answer: str) -> None:
         self.query_one("#target-query", Input).value = target_query
-        self.query_one("#reference-answer", TextArea).text = reference_answer
+        self.query_one("#reference-answer", Editor).text = reference_answer
         self.display = True
         self.query_one("#target-query", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.query_one("#reference-answer", TextArea).focus()
+        self.query_one("#reference-answer", Editor).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         if event.button.id == "simulation-apply":
             query = self.query_one("#target-query", Input).value
-            answer = self.query_one("#reference-answer", TextArea).text
+            answer = self.query_one("#reference-answer", Editor).text
             self.post_message(self.Applied(query, answer))
         elif event.button.id == "simulation-remove":
             self.post_message(self.Applied("", ""))

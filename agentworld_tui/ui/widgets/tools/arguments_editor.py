@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import TextArea
+
+from agentworld_tui.ui.widgets.editor import Editor
 
 
-class ArgumentsEditor(TextArea):
+class ArgumentsEditor(Editor):
     BINDINGS = [
         Binding(
             "ctrl+s", "send", "Send", tooltip="Check and send the call", show=False, priority=True
