@@ -20,9 +20,10 @@ from textual import events
 from textual._styles_cache import StylesCache
 from textual.content import Content
 from textual.dom import NoScreen
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.message_pump import MessagePump
 from textual.screen import Screen
+from textual.scroll_view import ScrollView
 from textual.widget import Widget
 from textual.widgets import Static, Tab
 
@@ -47,6 +48,10 @@ RELIES_ON: dict[str, str] = {
     "Screen._on_screen_resume": "ClockedScreen: the first resume restyles nothing",
     "Tab._label": "relabel(): a tab's label without a layout",
     "MessagePump._context": "within(): run a loop callback as the widget's handlers run",
+    "Widget._anchor_released": "scroll_to_end_now(): what scroll_to releases",
+    "Widget._scroll_update": "scroll_update(): scrollbars after a virtual size set quietly",
+    "Widget._check_disabled": "disabled(): whether a widget or an ancestor is disabled",
+    "ScrollView.watch_scroll_y": "scroll_to_end_now(): what setting scroll_y triggers",
     "App._context": "within(): the active app for a loop callback",
 }
 
@@ -74,6 +79,40 @@ def raise_in_handler(node: MessagePump, error: Exception) -> None:
     ran itself: Textual then ends the app with it, as for an error in any handler (the
     loop alone would only log it)."""
     node.call_next(_raise, error)
+
+
+def scroll_to_end_now(view: ScrollView, end: float) -> None:
+    """What ``scroll_to(y=end, animate=False, immediate=True)`` does (any scroll animation
+    stopped, the anchor released, the view repainted), without Textual's reactive
+    machinery (three reactive sets, each validated and watched) at every frame."""
+    animator = view.app.animator
+    animator.force_stop_animation(view, "scroll_x")
+    animator.force_stop_animation(view, "scroll_y")
+    view._anchor_released = True
+    old = view.scroll_y
+    view.set_reactive(ScrollView.scroll_target_y, end)
+    view.set_reactive(ScrollView.scroll_y, end)
+    view.watch_scroll_y(old, end)
+
+
+def scroll_update(view: ScrollView, virtual_size: Size) -> None:
+    """Scrollbars and offsets for a virtual size set without a layout."""
+    view._scroll_update(virtual_size)
+
+
+def disabled(widget: Widget) -> bool:
+    return widget._check_disabled()
+
+
+class DirtyRows(ScrollView):
+    """A scroll view told of the regions Textual marks for repaint (``rows_dirtied``)."""
+
+    def _set_dirty(self, *regions: Region) -> None:
+        super()._set_dirty(*regions)
+        self.rows_dirtied(regions)
+
+    def rows_dirtied(self, regions: tuple[Region, ...]) -> None:
+        """Every region marked (none: the whole view)."""
 
 
 def relabel(tab: Tab, label: str) -> None:
@@ -244,8 +283,10 @@ def check() -> list[str]:
     """What this module relies on and the installed Textual lacks (empty when all is there)."""
     from textual import _styles_cache
     from textual.app import App
+    from textual.scroll_view import ScrollView
 
     owners: dict[str, Any] = {
+        "ScrollView": ScrollView,
         "Widget": Widget,
         "MessagePump": MessagePump,
         "App": App,
@@ -263,11 +304,13 @@ def check() -> list[str]:
 
 
 def _instance_attributes(cls: type) -> set[str]:
-    """Attributes a class sets in its ``__init__`` (read from its code, without building one)."""
+    """Attribute names a class's own code uses (read from its methods' code, without
+    building one): where it sets what it keeps on its instances."""
     names: set[str] = set()
     for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        code = getattr(init, "__code__", None)
-        if code is not None:
-            names.update(code.co_names)
+        for member in vars(klass).values():
+            function = member.fget if isinstance(member, property) else member
+            code = getattr(function, "__code__", None)
+            if code is not None:
+                names.update(code.co_names)
     return names

@@ -23,10 +23,15 @@ from textual.cache import LRUCache
 from textual.color import Color
 from textual.filter import LineFilter
 from textual.geometry import Region, Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from agentworld_tui.ui.textual_private import repaint
+from agentworld_tui.ui.textual_private import (
+    DirtyRows,
+    disabled,
+    repaint,
+    scroll_to_end_now,
+    scroll_update,
+)
 
 MAX_LINE_CHARS = 5_000
 """Longer lines are shown cut, with a note of how much is hidden."""
@@ -63,7 +68,7 @@ def _wrap_offsets(text: str, width: int) -> list[tuple[int, int]]:
     return rows
 
 
-class LineView(ScrollView, can_focus=True):
+class LineView(DirtyRows, can_focus=True):
     DEFAULT_CSS = """
     LineView {
         background: $surface;
@@ -311,14 +316,7 @@ class LineView(ScrollView, can_focus=True):
         end = self.max_scroll_y
         if end <= self.scroll_y or not self.allow_vertical_scroll:
             return False  # also before the view is laid out, where scroll_to stays put
-        animator = self.app.animator
-        animator.force_stop_animation(self, "scroll_x")
-        animator.force_stop_animation(self, "scroll_y")
-        self._anchor_released = True
-        old = self.scroll_y
-        self.set_reactive(ScrollView.scroll_target_y, end)
-        self.set_reactive(ScrollView.scroll_y, end)
-        self.watch_scroll_y(old, end)
+        scroll_to_end_now(self, end)
         return True
 
     def _set_virtual_size(self, size: Size) -> None:
@@ -329,7 +327,7 @@ class LineView(ScrollView, can_focus=True):
         if size.width == old.width and size.height >= old.height:
             return  # more rows: the scroll offset stays valid and no scrollbar comes or goes
         shown = self.show_horizontal_scrollbar
-        self._scroll_update(size)
+        scroll_update(self, size)
         if self.show_horizontal_scrollbar != shown:
             self.refresh(layout=True)
 
@@ -376,8 +374,7 @@ class LineView(ScrollView, can_focus=True):
         self._cache.clear()
         self._handed = None
 
-    def _set_dirty(self, *regions: Region) -> None:
-        super()._set_dirty(*regions)
+    def rows_dirtied(self, regions: tuple[Region, ...]) -> None:
         if not regions:
             self._handed = None
         elif self._handed is not None:
@@ -396,7 +393,7 @@ class LineView(ScrollView, can_focus=True):
             self.is_scrollable
             and bool(self.container_size)
             and self.max_scroll_y > 0
-            and not self._check_disabled()
+            and not disabled(self)
         )
 
     # -- the scrollbar column -------------------------------------------------------------

@@ -1,0 +1,26 @@
+"""Every private piece of Textual the app leans on is fenced in ui/textual_private.py;
+this fails when an installed Textual moves any of it."""
+
+from __future__ import annotations
+
+from agentworld_tui.ui import textual_private
+
+
+def test_what_the_fence_relies_on_is_all_there() -> None:
+    assert textual_private.check() == []
+
+
+def test_the_fence_names_something_for_each_private_use() -> None:
+    assert len(textual_private.RELIES_ON) >= 15
+    assert all(reason for reason in textual_private.RELIES_ON.values())
+
+
+def test_a_piece_textual_no_longer_has_is_reported(monkeypatch: object) -> None:
+    import pytest
+
+    patch = pytest.MonkeyPatch()
+    try:
+        patch.setitem(textual_private.RELIES_ON, "Widget._no_such_part", "a test")
+        assert textual_private.check() == ["Widget._no_such_part"]
+    finally:
+        patch.undo()
