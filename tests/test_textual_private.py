@@ -3,6 +3,8 @@ this fails when an installed Textual moves any of it."""
 
 from __future__ import annotations
 
+import pytest
+
 from agentworld_tui.ui import textual_private
 
 
@@ -15,12 +17,6 @@ def test_the_fence_names_something_for_each_private_use() -> None:
     assert all(reason for reason in textual_private.RELIES_ON.values())
 
 
-def test_a_piece_textual_no_longer_has_is_reported(monkeypatch: object) -> None:
-    import pytest
-
-    patch = pytest.MonkeyPatch()
-    try:
-        patch.setitem(textual_private.RELIES_ON, "Widget._no_such_part", "a test")
-        assert textual_private.check() == ["Widget._no_such_part"]
-    finally:
-        patch.undo()
+def test_a_piece_textual_no_longer_has_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(textual_private.RELIES_ON, "Widget._no_such_part", "a test")
+    assert textual_private.check() == ["Widget._no_such_part"]
