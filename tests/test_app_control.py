@@ -146,3 +146,69 @@ def test_a_call_that_brings_its_own_model_runs_with_none_loaded() -> None:
     finally:
         queue.close()
     assert results == [(None, "no model is loaded"), ("engine", None)]
+
+
+async def test_the_judge_is_watched_as_it_streams_and_esc_stops_it(model: Path) -> None:
+    """F11 shows the judge's answer as it comes, with its token limit (the generation
+    settings' max tokens, as the judge honours them); Esc stops it and records nothing."""
+    from faultserver import FaultServer, Reply
+
+    app = make_app(model, max_tokens=4096)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, turn_done(app))
+        with FaultServer(
+            default=Reply(content=["Comparing", " the listings"], hang_after=2)
+        ) as judge:
+            await pilot.press("f11")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
+            setup = app.screen
+            setup.query_one("#reference").text = "README.md  src"
+            setup.query_one("#server", RadioButton).value = True
+            setup.query_one("#url").value = judge.url
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeProgress")
+            progress = app.screen
+            await wait_for(
+                pilot, lambda: "Comparing the listings" in progress.query_one("#judge-stream").text
+            )
+            assert "up to 4,096 tokens" in str(progress.query_one("Label").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", 30)
+        assert pane(app).session.turns[0].judgement is None  # stopped: nothing recorded
+        await pilot.press(*"pwd", "enter")  # the app goes on as before
+        await wait_for(pilot, lambda: len(pane(app).session.turns) == 2 and not pane(app).busy)
+
+
+async def test_f11_judges_with_a_prompts_folder_the_user_points_to(
+    model: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "official"
+    (folder / "terminal").mkdir(parents=True)
+    (folder / "terminal" / "judge_system_prompt.txt").write_text(
+        "OFFICIAL terminal judge instructions.", "utf-8"
+    )
+    seen: list[list[dict[str, str]]] = []
+    from agentworld_tui.judging import turn as judging_turn
+
+    judge_turn = judging_turn.judge_turn
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[3])
+        return judge_turn(*args, **kwargs)
+
+    from agentworld_tui.ui import judging as ui_judging
+
+    ui_judging.judge_turn = watched  # type: ignore[assignment]
+    try:
+        judged, _shown = await judge_the_turn(
+            model, lambda screen: setattr(screen.query_one("#prompts"), "value", str(folder))
+        )
+    finally:
+        ui_judging.judge_turn = judge_turn
+    assert judged is not None and judged["judgement"]
+    assert seen and seen[0][0] == {
+        "role": "system",
+        "content": "OFFICIAL terminal judge instructions.",
+    }

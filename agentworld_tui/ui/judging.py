@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -11,6 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from agentworld_tui.judging.judge import STOPPED
 from agentworld_tui.judging.turn import JudgeRun, judge_turn
 from agentworld_tui.simulator import TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
@@ -40,9 +42,22 @@ def judge_last_turn(app: AgentWorldApp) -> None:
     def chosen(request: JudgeRequest | None) -> None:
         if request is None:
             return
-        from agentworld_tui.judging.prompts import turn_judge_messages
+        from agentworld_tui.judging.prompts import (
+            JudgePromptsError,
+            load_judge_prompts,
+            turn_judge_messages,
+        )
 
-        messages, problems = turn_judge_messages(pane.session, turn, request.reference)
+        prompts = None
+        if request.prompts:
+            try:
+                prompts = load_judge_prompts(Path(request.prompts).expanduser(), [pane.domain.name])
+            except JudgePromptsError as exc:
+                app.notify(str(exc), title="Judge prompts", severity="error", timeout=15)
+                return
+        messages, problems = turn_judge_messages(
+            pane.session, turn, request.reference, prompts=prompts
+        )
         for problem in problems:
             app.notify(problem, severity="warning")
         run = judge_turn(
@@ -114,6 +129,9 @@ class JudgeProgress(ModalScreen[Verdict | None]):
         phase = self.query_one("#judge-phase", Static)
         if update.final is not None:
             verdict = update.final if isinstance(update.final, Verdict) else None
+            if verdict is not None and verdict.error == STOPPED:
+                self.app.notify("Judging stopped; nothing was recorded.", timeout=4)
+                verdict = None
             self.dismiss(verdict)
             return
         phase.update(Text(f"{update.phase or 'judging'} · {self._tokens:,} tokens"))

@@ -6,6 +6,7 @@ weaknesses, or why there is no judgement). ``ui/judging.py`` runs the flow betwe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +18,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from agentworld_tui.engines.factory import EngineSpec
 from agentworld_tui.ui.widgets.editor import Editor
+from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
 
@@ -29,6 +31,8 @@ class JudgeRequest:
     """The real observation to compare the turn's prediction with."""
     judge: EngineSpec | None
     """Another judge engine; None: the model the app has loaded."""
+    prompts: str = ""
+    """A folder of judge prompts (a clone of the official release, say); "": the project's."""
 
 
 class JudgeSetup(ModalScreen[JudgeRequest | None]):
@@ -78,6 +82,13 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
                 yield Input(last.server, placeholder="http://host:8000/v1", id="url")
                 yield Input(last.model, placeholder="model name", id="model")
                 yield Input(last.api_key_env, placeholder="API key variable", id="key-env")
+            with Horizontal(classes="row"):
+                yield Input(
+                    placeholder="judge prompts folder (e.g. a clone of the official release); "
+                    "empty: the project's own",
+                    id="prompts",
+                    suggester=PathSuggester(),
+                )
             yield Static("", id="judge-error", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel")
@@ -104,22 +115,26 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
         which = pressed.id if pressed is not None else "loaded"
         value = {i: self.query_one(f"#{i}", Input).value.strip() for i in ("path", "url", "model")}
         key_env = self.query_one("#key-env", Input).value.strip()
+        prompts = self.query_one("#prompts", Input).value.strip()
+        if prompts and not Path(prompts).expanduser().is_dir():
+            self._fail(f"{prompts}: no such folder of judge prompts.")
+            return
         if which == "local":
             if not value["path"]:
                 self._fail("Give the judge's GGUF file.")
                 return
-            self.dismiss(JudgeRequest(reference, EngineSpec(model_path=value["path"])))
+            spec: EngineSpec | None = EngineSpec(model_path=value["path"])
         elif which == "server":
             if not value["url"]:
                 self._fail("Give the server's URL.")
                 return
             spec = EngineSpec(server=value["url"], model=value["model"], api_key_env=key_env)
-            self.dismiss(JudgeRequest(reference, spec))
         else:
             if not self.loaded_model:
                 self._fail("No model is loaded: choose a local GGUF or a server.")
                 return
-            self.dismiss(JudgeRequest(reference, None))
+            spec = None
+        self.dismiss(JudgeRequest(reference, spec, prompts))
 
 
 def verdict_table(verdict: Verdict) -> Table:
@@ -132,7 +147,7 @@ def verdict_table(verdict: Verdict) -> Table:
     for dimension in DIMENSIONS:
         table.add_row(Text(dimension.capitalize()), Text(f"{judgement.scores[dimension]:g}"))
     table.add_row(Text("Mean", style="bold"), Text(f"{judgement.total:.2f}", style="bold"))
-    table.add_row(Text("Score (0-100)"), Text(f"{judgement.normalised:.1f}"))
+    table.add_row(Text("Score (0-100)"), Text(f"{judgement.normalised:.2f}"))
     return table
 
 
