@@ -493,3 +493,22 @@ def test_bad_benchmark_input_gives_one_line_reasons(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe{}\n")
     with pytest.raises(TrajectoryError, match="not UTF-8"):
         load_benchmark(binary)
+
+
+def test_exports_carry_the_output_as_generated_where_they_have_room() -> None:
+    """The raw output (and what the extraction left out) goes into the JSON and Markdown
+    exports with the reasoning; without it, neither (the raw text holds the reasoning)."""
+    rec = recorded_session()
+    session = rec.session
+    turn = session.turns[0]
+    turn.raw = "thinking about ls</think><predicted_observation>a</predicted_observation>b"
+    turn.extraction = "text outside the observation block left out"
+    full = json.loads(json_transcript([session], reasoning=True))
+    assert full["sessions"][0]["turns"][0]["raw"] == turn.raw
+    assert full["sessions"][0]["turns"][0]["extraction"] == turn.extraction
+    lean = json.loads(json_transcript([session]))
+    assert "raw" not in lean["sessions"][0]["turns"][0]
+    shown = markdown_transcript([session], reasoning=True)
+    assert "*Extraction: text outside the observation block left out.*" in shown
+    assert "The output as generated" in shown and "</predicted_observation>b" in shown
+    assert "The output as generated" not in markdown_transcript([session])

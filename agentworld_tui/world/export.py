@@ -94,10 +94,12 @@ def transcript_dict(sessions: Iterable[Session], *, reasoning: bool = False) -> 
         turns = []
         for turn in session.turns:
             data = turn.to_dict()
-            if not reasoning:
+            if not reasoning:  # the raw output holds the reasoning too
                 data.pop("reasoning")
+                data.pop("raw")
                 for attempt in data["attempts"]:
                     attempt.pop("reasoning", None)
+                    attempt.pop("raw", None)
             turns.append(data)
         out.append(
             {
@@ -155,6 +157,10 @@ def _session_markdown(session: Session, reasoning: bool) -> str:
             lines.append(_details("Reasoning", _fence(turn.reasoning.strip())))
         if turn.observation:
             lines.append("**Observation:**\n\n" + _fence(turn.observation))
+        if turn.extraction:
+            lines.append(f"*Extraction: {_inline(turn.extraction)}.*")
+            if reasoning and turn.raw:
+                lines.append(_details("The output as generated", _fence(turn.raw)))
         if turn.status != "complete" or turn.note:
             why = f": {_inline(turn.note)}" if turn.note.strip() else ""
             lines.append(f"*{turn.status.replace('_', ' ')}{why}*")
