@@ -41,6 +41,22 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     return {"config": config, "data": data}
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A command run in-process sets up the app's log file (and stops its records from
+    propagating); the next test gets the logger as it was."""
+    import logging
+
+    logger = logging.getLogger("agentworld")
+    handlers, propagate, level = list(logger.handlers), logger.propagate, logger.level
+    yield
+    for handler in list(logger.handlers):
+        if handler not in handlers:
+            logger.removeHandler(handler)
+            handler.close()
+    logger.propagate, logger.level = propagate, level
+
+
 @pytest.fixture
 def scripted_model(tmp_path: Path) -> ScriptedModel:
     """Factory: ``scripted_model(script, **kwargs)`` writes a scripted GGUF into tmp_path.

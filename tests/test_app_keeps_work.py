@@ -43,7 +43,7 @@ async def test_a_new_session_keeps_the_old_one_in_the_browser(ls_model: Path) ->
         await one_turn(app, pilot, "pwd")
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: not pane(app).session.turns)
-        assert notified(app, "kept in the session browser")
+        await wait_for(pilot, lambda: notified(app, "kept in the session browser"))
         kept = [s for s in SessionLibrary(sessions_dir()).entries() if "replaced" in s.name]
         assert len(kept) == 1 and kept[0].turns == 2
         assert load_workspace(kept[0].path).tabs[0].turns[1].user_message.count("pwd")
@@ -60,7 +60,7 @@ async def test_undo_keeps_the_turn_and_redo_brings_it_back(ls_model: Path) -> No
         await pilot.press("f6")
         await pilot.pause()
         assert session.turns == []
-        assert notified(app, "Shift+F6 brings it back")
+        await wait_for(pilot, lambda: notified(app, "Shift+F6 brings it back"))
         saved = load_workspace(app.workspace.path)  # type: ignore[arg-type]
         assert max(len(b.turns) for b in saved.tabs[0].branches) == 2  # on disk still
         await pilot.press("shift+f6")
@@ -102,7 +102,7 @@ async def test_a_session_named_with_markup_resumes_without_a_crash(ls_model: Pat
         assert "[/b] [bold red]x" in str(again.screen.query_one("Static").render())
         await pilot.press("enter")
         await wait_for(pilot, lambda: bool(pane(again).session.turns))
-        assert notified(again, "Opened “[/b] [bold red]x”")
+        await wait_for(pilot, lambda: notified(again, "Opened “[/b] [bold red]x”"))
 
 
 async def test_keys_switch_between_the_tabs() -> None:
@@ -152,7 +152,7 @@ async def test_two_tabs_of_one_domain_in_a_file_both_stay(ls_model: Path, tmp_pa
     async with app.run_test(size=(120, 36)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await wait_for(pilot, lambda: len(pane(app).session.turns) == 1)
-        assert notified(app, "1 more tab of a domain already shown")
+        await wait_for(pilot, lambda: notified(app, "1 more tab of a domain already shown"))
         await one_turn(app, pilot)
     saved = load_workspace(shared)
     assert [len(t.turns) for t in saved.tabs] == [2, 1]
@@ -245,7 +245,7 @@ async def test_a_file_that_is_not_a_model_is_never_saved_as_the_model(
         await asyncio.wait_for(app.model_ready.wait(), 30)
         app.loading.use(bogus)
         await pilot.pause()
-        assert notified(app, "is not a GGUF model file")
+        await wait_for(pilot, lambda: notified(app, "is not a GGUF model file"))
     assert config.read_text("utf-8") == '# mine\n[model]\npath = "keep.gguf"\n'
 
 
