@@ -19,6 +19,7 @@ a local model is used.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 import time
@@ -314,21 +315,29 @@ class PendingStep:
         return self._finish()
 
     async def result(self) -> StepResult:
-        """Wait on the event loop; cancelling the waiting task stops the request."""
-        if not self.run.completed:
-            done = asyncio.Event()
-            self.run.on_complete.append(lambda _run: done.set())
-            if self.run.home is None:  # begun without a loop: this one records it
-                self.run.home = home_on(asyncio.get_running_loop())
-                self.run.home(self.run.complete)
-            if self.run.completed:
-                done.set()
-            try:
-                await done.wait()
-            except asyncio.CancelledError:
-                self.run.stop()
-                raise
+        """Wait on the event loop; cancelling the waiting task stops the request (the turn
+        is recorded, interrupted, before the cancellation goes on)."""
+        try:
+            await self.recorded()
+        except asyncio.CancelledError:
+            self.run.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self.recorded())
+            raise
         return self._finish()
+
+    async def recorded(self) -> None:
+        """Wait on the event loop until the turn is recorded (and saved)."""
+        if self.run.completed:
+            return
+        done = asyncio.Event()
+        self.run.on_complete.append(lambda _run: done.set())
+        if self.run.home is None:  # begun without a loop: this one records it
+            self.run.home = home_on(asyncio.get_running_loop())
+            self.run.home(self.run.complete)
+        if self.run.completed:
+            return
+        await done.wait()
 
     def _finish(self) -> StepResult:
         if self._result is None:
@@ -648,7 +657,7 @@ class Environment:
     async def _asettle(self) -> None:
         episode = self._episode
         if episode is not None and episode.pending is not None and not episode.pending.done:
-            await asyncio.shield(episode.pending.result())
+            await asyncio.shield(episode.pending.recorded())
 
     def _params(self) -> GenerationParams:
         params = self.params or self.simulator.params

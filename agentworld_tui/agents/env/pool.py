@@ -13,6 +13,7 @@ in flight; their turns are kept, interrupted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,11 +127,13 @@ class EnvironmentPool:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(load_simulator, self.simulator)
         started = self._begin(actions, home=home_on(loop))
-        waiting = [p.result() for p in started if isinstance(p, PendingStep)]
+        pending = [p for p in started if isinstance(p, PendingStep)]
         try:
-            done = iter(await asyncio.gather(*waiting))
+            done = iter(await asyncio.gather(*(p.result() for p in pending)))
         except asyncio.CancelledError:
-            self.cancel()
+            self.cancel()  # and every turn recorded, interrupted, before going on
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(asyncio.gather(*(p.recorded() for p in pending)))
             raise
         return [next(done) if isinstance(p, PendingStep) else p for p in started]
 
