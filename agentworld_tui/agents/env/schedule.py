@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 MAX_TURN = 1_000_000
@@ -137,3 +138,26 @@ def _presets(domain: str) -> dict[str, Any]:
 
     found, _problems = load_perturbations(domain)
     return {p.name: p for p in found}
+
+
+def load_schedule_file(domain: str, path: str | Path) -> Schedule:
+    """A schedule from a file: TOML with ``[[schedule]]`` tables, or a JSON list (or an
+    object with a ``schedule`` list); raises ScheduleError naming the file."""
+    import json
+    import tomllib
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScheduleError(f"cannot read {file}: {exc}") from None
+    try:
+        data: Any = tomllib.loads(text) if file.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ScheduleError(f"{file}: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("schedule", [])
+    try:
+        return parse_schedule(domain, data)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{file}: {exc}") from None
