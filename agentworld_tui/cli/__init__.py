@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentworld_tui.cli.models",
     "agentworld_tui.cli.bench",
     "agentworld_tui.cli.env",
+    "agentworld_tui.cli.rollout",
 )
 
 
