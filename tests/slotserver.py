@@ -88,6 +88,16 @@ class SlotServer:
         """Answers a second at most."""
         return self.slots / self.latency
 
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "served": self.served,
+                "abandoned": self.abandoned,
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+                "max_busy": self.max_busy,
+            }
+
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
@@ -123,7 +133,9 @@ class SlotServer:
             }
             length = min(int(headers.get("content-length") or 0), MAX_BODY)
             body = await reader.readexactly(length) if length else b""
-            if method == "GET" and path.rstrip("/").endswith("/models"):
+            if method == "GET" and path.rstrip("/") == "/stats":
+                await self._send_json(writer, 200, self.stats())
+            elif method == "GET" and path.rstrip("/").endswith("/models"):
                 listing = {"object": "list", "data": [{"id": "slot-model", "object": "model"}]}
                 await self._send_json(writer, 200, listing)
             elif method == "POST" and path.rstrip("/").endswith("/chat/completions"):
@@ -133,7 +145,7 @@ class SlotServer:
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             pass
         finally:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):  # (the server stopping)
                 writer.close()
                 await writer.wait_closed()
 
@@ -222,3 +234,26 @@ class SlotServer:
             + payload
         )
         await writer.drain()
+
+
+def main() -> None:
+    """Serve in a process of its own (a benchmark's server must not share the client's
+    interpreter): prints the URL, serves until stdin closes; GET /stats gives the counts."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--completion-tokens", type=int, default=64)
+    args = parser.parse_args()
+    server = SlotServer(
+        slots=args.slots, latency=args.latency, completion_tokens=args.completion_tokens
+    ).start()
+    print(server.url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()
