@@ -222,14 +222,20 @@ def main() -> int:
             f"[{remote.low:.3f} .. {remote.high:.3f}] over {remote.n} paired turns"
         )
 
-        rate, limit, kib, in_flight = throughput(args.envs, args.slots, args.latency, args.steps)
-        fraction = rate / limit
-        print(
-            f"2. {args.envs} environments, server of {args.slots} slots x {args.latency:g} s: "
-            f"{rate:.1f} steps/s of {limit:.1f}  fraction {fraction:.3f}  "
-            f"({verdict(fraction >= THROUGHPUT_TARGET)} {THROUGHPUT_TARGET})"
-        )
-        print(f"   requests in flight at most {in_flight}; memory per environment {kib:.1f} KiB")
+        configs = [(args.slots, args.latency)]
+        if not args.quick:
+            configs.append((64, 0.5))  # fewer slots than environments: the server queues
+        for slots, latency in configs:
+            rate, limit, kib, in_flight = throughput(args.envs, slots, latency, args.steps)
+            fraction = rate / limit
+            print(
+                f"2. {args.envs} environments, server of {slots} slots x {latency:g} s: "
+                f"{rate:.1f} steps/s of {limit:.1f}  fraction {fraction:.3f}  "
+                f"({verdict(fraction >= THROUGHPUT_TARGET)} {THROUGHPUT_TARGET})"
+            )
+            print(
+                f"   requests in flight at most {in_flight}; memory per environment {kib:.1f} KiB"
+            )
 
         history, forks = (2, 2) if args.quick else (4, 8)
         for kind, path in (
