@@ -214,3 +214,35 @@ def test_each_step_can_be_judged(world_model, tmp_path: Path) -> None:
     assert "No real observation exists" in asked[-1]["content"]
     turn = load_workspace(tmp_path / record["session_file"]).tabs[0].turns[0]
     assert turn.judgement is not None and turn.judgement["judgement"]["total"] == 4.0
+
+
+def test_a_local_world_model_plays_and_judges_its_own_steps(
+    scripted_model, llama_engine, tmp_path: Path
+) -> None:
+    """The world model in llama.cpp plays the episode and, asked to judge, runs the judge
+    on its engine thread in turn with the steps: this scripted model writes no verdict,
+    so the judgement says why there is none and the episode still finishes."""
+    from test_engine_llama import OBSERVATION as SCRIPTED_SCREEN
+    from test_engine_llama import SCRIPT
+
+    from agentworld_tui.engines.base import GenerationParams
+
+    engine = llama_engine(scripted_model(SCRIPT), n_ctx=8192)
+    simulator = open_simulator(engine, params=GenerationParams(temperature=0.0, max_tokens=512))
+    try:
+        with PolicyServer([LS, PWD, Say("ok")]) as policy:
+            summary = run_rollout(
+                [TASK],
+                simulator,
+                PolicySpec(policy.url),
+                RolloutSettings(out=tmp_path, judge_steps=True),
+            )
+    finally:
+        simulator.close()
+    (record,) = records(tmp_path)
+    assert record["finished"] and summary.steps == 2
+    assert [m["content"] for m in record["messages"] if m["role"] == "tool"] == [
+        SCRIPTED_SCREEN
+    ] * 2
+    judged = record["steps"][0]["judge"]
+    assert judged["total"] is None and judged["error"].startswith("unreadable judgement")

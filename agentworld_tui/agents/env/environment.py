@@ -201,13 +201,24 @@ def open_simulator(
 _LOADING = threading.Lock()
 
 
+def simulator_ready(simulator: Simulator) -> bool:
+    """Whether the simulator's engine is loaded and usable (no load needed)."""
+    engine = simulator.engine
+    return engine is not None and engine.loaded and not simulator.engine_error
+
+
+async def aload_simulator(simulator: Simulator) -> None:
+    """``load_simulator`` for asyncio code: a load runs on a thread of its own."""
+    if not simulator_ready(simulator):
+        await asyncio.to_thread(load_simulator, simulator)
+
+
 def load_simulator(simulator: Simulator) -> None:
     """Load the simulator's engine unless it is loaded; raises EnvError with the reason."""
     with _LOADING:
-        engine = simulator.engine
-        if engine is not None and engine.loaded and not simulator.engine_error:
+        if simulator_ready(simulator):
             return
-        if engine is None:
+        if simulator.engine is None:
             raise EnvError(simulator.problem() or "no model is configured")
         error = simulator.load_and_wait()
     if error:
@@ -476,7 +487,7 @@ class Environment:
     ) -> Observation:
         self._check_open()
         await self._asettle()
-        await asyncio.to_thread(load_simulator, self.simulator)
+        await aload_simulator(self.simulator)
         return self._new_episode(seed, scenario)
 
     def step(self, action: ActionInput) -> StepResult:
@@ -492,7 +503,7 @@ class Environment:
         if self._episode is None:
             await self.areset()
         else:
-            await asyncio.to_thread(load_simulator, self.simulator)
+            await aload_simulator(self.simulator)
         pending = self.begin(action, home=home_on(asyncio.get_running_loop()))
         return await pending.result()
 

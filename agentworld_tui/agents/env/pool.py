@@ -26,6 +26,7 @@ from agentworld_tui.agents.env.environment import (
     Observation,
     PendingStep,
     StepResult,
+    aload_simulator,
     load_simulator,
     open_simulator,
 )
@@ -115,7 +116,7 @@ class EnvironmentPool:
         return [env.reset() for env in self.environments]
 
     async def areset(self) -> list[Observation]:
-        await asyncio.to_thread(load_simulator, self.simulator)
+        await aload_simulator(self.simulator)
         return [await env.areset() for env in self.environments]
 
     def step(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
@@ -125,7 +126,7 @@ class EnvironmentPool:
 
     async def astep(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
         loop = asyncio.get_running_loop()
-        await asyncio.to_thread(load_simulator, self.simulator)
+        await aload_simulator(self.simulator)
         started = self._begin(actions, home=home_on(loop))
         pending = [p for p in started if isinstance(p, PendingStep)]
         try:

@@ -410,9 +410,9 @@ class Rollout:
         try:
             model = await policy.start()
             self._write_run_file(model)
-            from agentworld_tui.agents.env.environment import load_simulator
+            from agentworld_tui.agents.env.environment import aload_simulator
 
-            await asyncio.to_thread(load_simulator, self.simulator)
+            await aload_simulator(self.simulator)
             gate = asyncio.Semaphore(max(1, self.settings.parallel))
 
             async def one(task: Task, n: int) -> None:
