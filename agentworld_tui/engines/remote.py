@@ -39,6 +39,7 @@ kept on the engine, so it cannot reach settings, sessions, exports or logs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -922,7 +923,20 @@ class _ClosingStream:
             self.close()
 
     def close(self) -> None:
+        _shut_down(self._stream)
         try:
             self._stream.close()
         finally:
             self._client.close()
+
+
+def _shut_down(stream: Any) -> None:
+    """End the connection under ``stream`` at once: closing it alone leaves a read that
+    another thread is blocked in waiting for the server's next byte, and the server
+    working on (or holding a slot for) an answer nobody reads."""
+    extensions = getattr(getattr(stream, "response", None), "extensions", None)
+    network = extensions.get("network_stream") if isinstance(extensions, dict) else None
+    sock = network.get_extra_info("socket") if network is not None else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,1 @@
+"""Front-ends for agents: the simulator as tools, as an environment, and in rollouts."""

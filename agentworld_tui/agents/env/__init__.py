@@ -1,0 +1,67 @@
+"""The simulator as an environment for agents: Python (sync and asyncio), pools of many,
+OpenEnv over HTTP and WebSockets, Gymnasium, and rollouts of a policy model.
+
+    from agentworld_tui.agents.env import Environment
+
+    with Environment("terminal", engine="http://127.0.0.1:8000/v1", scenario="web-server") as env:
+        first = env.reset()
+        step = env.step("df -h\\n")
+        print(step.observation.text, step.cost.generated_tokens)
+
+The OpenEnv server (``openenv_server``) and the Gymnasium adapter (``gym``) need the
+``openenv`` and ``gym`` extras; nothing here imports them, Textual, or llama.cpp (which
+comes in only when a local model is used).
+"""
+
+from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
+from agentworld_tui.agents.env.environment import (
+    Cost,
+    EnvError,
+    Environment,
+    Observation,
+    PendingStep,
+    SessionFile,
+    StepResult,
+    engine_spec,
+    load_simulator,
+    open_simulator,
+    openai_tool,
+    save_sessions,
+)
+from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
+from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
+from agentworld_tui.agents.env.schedule import (
+    Schedule,
+    ScheduledPerturbation,
+    ScheduleError,
+    parse_schedule,
+)
+from agentworld_tui.world.action import ActionError
+
+__all__ = [
+    "ActionError",
+    "ActionInput",
+    "Cost",
+    "EnvError",
+    "Environment",
+    "EnvironmentPool",
+    "Observation",
+    "PendingStep",
+    "RetryPolicy",
+    "RetryingEngine",
+    "Schedule",
+    "ScheduleError",
+    "ScheduledPerturbation",
+    "SessionFile",
+    "StepOutcome",
+    "StepResult",
+    "ToolCall",
+    "engine_spec",
+    "is_transient",
+    "load_simulator",
+    "make_action",
+    "open_simulator",
+    "openai_tool",
+    "parse_schedule",
+    "save_sessions",
+]

@@ -1,0 +1,179 @@
+"""Many environments over one engine: a batch of episodes stepped together.
+
+A pool holds N environments sharing one ``Simulator``. With a server, the steps of a batch
+are all started before any is waited for, so up to the simulator's ``concurrency`` requests
+are in flight at once and the server does the batching (vLLM, SGLang, llama.cpp's server
+with parallel slots); transient failures are asked again with backoff (``retry``). With a
+local model the steps queue in the order they were started, on the one engine thread, and a
+local model keeps each conversation's state, so a batch of forks reads only what is new.
+Cancelling a batch (``cancel``, or cancelling the task awaiting ``astep``) stops the requests
+in flight; their turns are kept, interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentworld_tui.agents.env.actions import ActionInput
+from agentworld_tui.agents.env.environment import (
+    EngineInput,
+    EnvError,
+    Environment,
+    Observation,
+    PendingStep,
+    StepResult,
+    aload_simulator,
+    load_simulator,
+    open_simulator,
+)
+from agentworld_tui.agents.env.retry import RetryPolicy
+from agentworld_tui.engines.base import GenerationParams
+from agentworld_tui.simulator import Home, Simulator, home_on
+from agentworld_tui.world.action import ActionError
+from agentworld_tui.world.domain import Domain, Scenario
+
+if TYPE_CHECKING:
+    from agentworld_tui.world.fictional_world import FictionalWorld
+
+StepOutcome = StepResult | ActionError | EnvError | None
+"""A step's result; the refusal of an action (the episode goes on); None: not stepped."""
+
+
+class EnvironmentPool:
+    """``size`` environments of one domain over one simulator (see the module's docstring).
+
+    Environment ``i`` samples with ``seed + i`` when a seed is given. ``concurrency`` bounds
+    the requests in flight on a server (default: one per environment). ``session_dir``
+    saves environment ``i`` into ``env-<i>.json`` there after every step.
+    """
+
+    def __init__(
+        self,
+        domain: str | Domain,
+        size: int,
+        *,
+        engine: EngineInput | None = None,
+        simulator: Simulator | None = None,
+        scenario: str | Scenario | None = None,
+        world: str | FictionalWorld | None = None,
+        schedule: object = None,
+        seed: int | None = None,
+        max_steps: int | None = None,
+        params: GenerationParams | None = None,
+        concurrency: int | None = None,
+        retry: RetryPolicy | None = None,
+        session_dir: str | Path | None = None,
+    ) -> None:
+        if size < 1:
+            raise EnvError("a pool holds at least one environment")
+        if (engine is None) == (simulator is None):
+            raise EnvError("give an engine (a GGUF path or a server URL) or a simulator")
+        self._owned = simulator is None
+        if simulator is None:
+            assert engine is not None
+            simulator = open_simulator(
+                engine, params=params, concurrency=concurrency or size, retry=retry
+            )
+        self.simulator = simulator
+        folder = Path(session_dir) if session_dir else None
+        try:
+            self.environments = [
+                Environment(
+                    domain,
+                    simulator=simulator,
+                    scenario=scenario,
+                    world=world,
+                    schedule=schedule,
+                    seed=None if seed is None else seed + i,
+                    max_steps=max_steps,
+                    params=params,
+                    session_file=folder / f"env-{i:04d}.json" if folder else None,
+                    owner=f"env {i}",
+                )
+                for i in range(size)
+            ]
+        except EnvError:
+            if self._owned:
+                simulator.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self.environments)
+
+    def __getitem__(self, index: int) -> Environment:
+        return self.environments[index]
+
+    def __iter__(self) -> Iterator[Environment]:
+        return iter(self.environments)
+
+    # -- batches --------------------------------------------------------------------------
+    def reset(self) -> list[Observation]:
+        load_simulator(self.simulator)
+        return [env.reset() for env in self.environments]
+
+    async def areset(self) -> list[Observation]:
+        await aload_simulator(self.simulator)
+        return [await env.areset() for env in self.environments]
+
+    def step(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
+        """Step environment ``i`` with ``actions[i]`` (None: leave it be), all at once."""
+        started = self._begin(actions, home=None)
+        return [p.wait() if isinstance(p, PendingStep) else p for p in started]
+
+    async def astep(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
+        loop = asyncio.get_running_loop()
+        await aload_simulator(self.simulator)
+        started = self._begin(actions, home=home_on(loop))
+        pending = [p for p in started if isinstance(p, PendingStep)]
+        try:
+            done = iter(await asyncio.gather(*(p.result() for p in pending)))
+        except asyncio.CancelledError:
+            self.cancel()  # and every turn recorded, interrupted, before going on
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(asyncio.gather(*(p.recorded() for p in pending)))
+            raise
+        return [next(done) if isinstance(p, PendingStep) else p for p in started]
+
+    def cancel(self) -> int:
+        """Stop every step in flight; returns how many were."""
+        return sum(env.cancel() for env in self.environments)
+
+    def close(self) -> None:
+        for env in self.environments:
+            env.close()
+        if self._owned:
+            self.simulator.close()
+
+    async def aclose(self) -> None:
+        for env in self.environments:
+            await env.aclose()
+        if self._owned:
+            self.simulator.close()
+
+    def __enter__(self) -> EnvironmentPool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _begin(
+        self, actions: Sequence[ActionInput | None], *, home: Home | None
+    ) -> list[PendingStep | StepOutcome]:
+        if len(actions) != len(self.environments):
+            raise EnvError(f"{len(actions)} actions for {len(self.environments)} environments")
+        started: list[PendingStep | StepOutcome] = []
+        for env, action in zip(self.environments, actions, strict=True):
+            if action is None:
+                started.append(None)
+                continue
+            try:
+                if env._episode is None:
+                    env.reset()
+                started.append(env.begin(action, home=home))
+            except (ActionError, EnvError) as exc:
+                started.append(exc)
+        return started

@@ -1,0 +1,196 @@
+"""``agentworld rollout TASKS``: a policy model acting in simulated environments.
+
+    agentworld rollout tasks.jsonl --policy-server URL [--policy-model NAME]
+                       (--server URL | --model PATH.gguf) [--episodes N] [--max-steps N]
+                       [--parallel N] [--out DIR] [--judge | --judge-server URL ...]
+
+The world model is given with the usual model flags; the policy is any OpenAI-compatible
+endpoint with tool calling. Each episode is appended to DIR/episodes.jsonl when it ends
+and is a session file in DIR/sessions/ (``agentworld --session FILE`` opens it); running
+the same command again plays only what is not finished yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
+        return int(text)
+
+    parse.__name__ = "a whole number"
+    return parse
+
+
+def _temperature(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError("must be a number from 0 to 2")
+    return value
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
+        "rollout",
+        parents=[engine],
+        help="run a policy model in simulated environments, episodes kept for training",
+        description="Play episodes of a policy model (an OpenAI-compatible endpoint with "
+        "tool calling) against the simulator, for every task of a JSONL or TOML file. Each "
+        "episode is written as the policy saw it, with every step's reasoning, cost and "
+        "perturbations, and as a session file the app opens. Resumable: run it again.",
+    )
+    parser.add_argument(
+        "tasks", metavar="TASKS", help="a tasks file (.jsonl, or .toml with [[task]])"
+    )
+    policy = parser.add_argument_group("policy")
+    policy.add_argument("--policy-server", metavar="URL", required=True, help="its endpoint")
+    policy.add_argument(
+        "--policy-model", metavar="NAME", help="its model (default: the first listed)"
+    )
+    policy.add_argument("--policy-api-key-env", metavar="VAR", help="variable holding its API key")
+    policy.add_argument("--policy-temperature", type=_temperature, metavar="T")
+    policy.add_argument("--policy-max-tokens", type=_whole(1, 1 << 20), metavar="N")
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", metavar="DIR", help="the run's folder (default rollouts/<tasks>)")
+    run.add_argument(
+        "--episodes", type=_whole(1, 100_000), default=1, metavar="N", help="per task (default 1)"
+    )
+    run.add_argument(
+        "--max-steps",
+        type=_whole(1, 10_000),
+        default=20,
+        metavar="N",
+        help="tool calls per episode (default 20)",
+    )
+    run.add_argument(
+        "--parallel",
+        type=_whole(1, 4096),
+        default=8,
+        metavar="N",
+        help="episodes at once (default 8)",
+    )
+    run.add_argument(
+        "--concurrency",
+        type=_whole(1, 4096),
+        metavar="N",
+        help="world-model requests in flight on a server (default: --parallel)",
+    )
+    judge = parser.add_argument_group("judging each step (optional)")
+    judge.add_argument("--judge", action="store_true", help="the world model judges its own steps")
+    judge.add_argument("--judge-server", metavar="URL", help="an OpenAI-compatible judge")
+    judge.add_argument("--judge-model", metavar="NAME", help="the judge model on that server")
+    judge.add_argument("--judge-model-path", metavar="GGUF", help="a local GGUF judge")
+    judge.add_argument("--judge-api-key-env", metavar="VAR", help="variable holding its API key")
+    parser.set_defaults(handler=cmd_rollout)
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from agentworld_tui.agents.env import EnvError, open_simulator
+    from agentworld_tui.agents.env.rollout import (
+        PolicySpec,
+        Rollout,
+        RolloutError,
+        RolloutSettings,
+    )
+    from agentworld_tui.agents.env.tasks import TasksError, load_tasks
+
+    path = Path(args.tasks)
+    try:
+        found = load_tasks(path)
+    except TasksError as exc:
+        raise UserError(str(exc)) from None
+    for problem in found.problems:
+        _say(f"{problem} (left out; the other tasks run)")
+    if not found.tasks:
+        raise UserError(f"{path}: no task to run")
+    settings = settings_from_args(args)
+    judge_engine = _judge_engine(args)
+    engine = make_engine(settings)
+    params = settings.generation_params()
+    simulator = open_simulator(engine, params=params, concurrency=args.concurrency or args.parallel)
+    out = Path(args.out) if args.out else Path("rollouts") / (path.stem or "tasks")
+    rollout = Rollout(
+        found.tasks,
+        simulator,
+        PolicySpec(
+            server=args.policy_server,
+            model=args.policy_model or "",
+            api_key_env=args.policy_api_key_env or "",
+            temperature=args.policy_temperature,
+            max_tokens=args.policy_max_tokens,
+        ),
+        RolloutSettings(
+            out=out,
+            episodes=args.episodes,
+            max_steps=args.max_steps,
+            parallel=args.parallel,
+            seed=params.seed if params.seed >= 0 else None,
+            judge=judge_engine,
+            judge_steps=bool(args.judge or judge_engine is not None),
+        ),
+        on_episode=_said,
+    )
+    wanted = len(rollout.episodes())
+    _say(f"{len(found.tasks)} tasks, {wanted} episodes; the run is in {out}")
+    import asyncio
+
+    try:
+        summary = asyncio.run(rollout.run())
+    except (RolloutError, EnvError) as exc:
+        raise UserError(str(exc)) from None
+    except KeyboardInterrupt:
+        _say(f"interrupted: the finished episodes are kept in {out}; run the same command to go on")
+        return 130
+    finally:
+        simulator.close()
+        if judge_engine is not None and judge_engine.loaded:
+            judge_engine.unload()
+    for line in summary.lines():
+        print(line)
+    return 0 if summary.finished == summary.episodes else 1
+
+
+def _judge_engine(args: argparse.Namespace) -> Any:
+    if not (args.judge_server or args.judge_model_path):
+        if args.judge_model:
+            raise UserError("--judge-model names a model on --judge-server: give the server too")
+        return None
+    from agentworld_tui.engines.base import EngineError
+    from agentworld_tui.engines.factory import EngineSpec, make_engine
+
+    spec = EngineSpec(
+        server=args.judge_server or "",
+        model=args.judge_model or "",
+        model_path=args.judge_model_path or "",
+        api_key_env=args.judge_api_key_env or "",
+    )
+    try:
+        return make_engine(spec)
+    except EngineError as exc:
+        raise UserError(f"the judge: {exc}") from None
+
+
+def _said(record: dict[str, Any]) -> None:
+    steps = sum(1 for s in record.get("steps", []) if not s.get("refused"))
+    end = record.get("ended", "")
+    detail = str(record.get("detail", ""))
+    why = f": {detail[:160]}" if detail and not record.get("finished") else ""
+    _say(f"{record.get('key')}: {end} after {steps} steps{why}")
+
+
+def _say(text: str) -> None:
+    print(f"agentworld: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,40 @@
+"""bench/env.py's quick mode runs and prints each of its figures (issue 30's measurements).
+
+The figures are not judged here (machines are noisy; BENCHMARKS.md records them): a
+benchmark that stops running, or stops printing a number where one belongs, is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "env.py"
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def test_the_environment_benchmark_prints_its_figures() -> None:
+    here = {**os.environ, "PYTHONPATH": str(BENCH.parents[1])}  # this checkout's package
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=here,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for pattern in (
+        rf"1\. step overhead, scripted qwen2 \(local\)  median {NUMBER} ms",
+        rf"step overhead, server answering at once  median {NUMBER} ms",
+        rf"2\. 16 environments, server of 16 slots x 0\.2 s: {NUMBER} steps/s of 80\.0  "
+        rf"fraction {NUMBER}",
+        rf"requests in flight at most 16; memory per environment {NUMBER} KiB",
+        rf"3\. forks of a mamba episode .*evaluated ÷ new median {NUMBER}  max {NUMBER}",
+        rf"3\. forks of a jamba episode .*evaluated ÷ new median {NUMBER}  max {NUMBER}",
+    ):
+        assert re.search(pattern, out), f"missing {pattern!r} in:\n{out}"
+    assert "Traceback" not in done.stderr
