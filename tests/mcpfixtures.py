@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+TESTS_DIR = Path(__file__).resolve().parent
+
 NOTES_TOOLS: list[dict[str, Any]] = [
     {
         "name": "read_note",
