@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentworld_tui.cli.serve",
     "agentworld_tui.cli.models",
     "agentworld_tui.cli.bench",
+    "agentworld_tui.cli.mcp",
 )
 
 
