@@ -115,19 +115,33 @@ async def test_an_observation_that_is_an_mcp_result_is_passed_as_such(
 ) -> None:
     envelope = {"content": [{"type": "text", "text": "note not found"}], "isError": True}
     with FaultServer() as fault:
-        fault.queue(reply_with(json.dumps(envelope)), reply_with('{"count": 12}'))
+        fault.queue(
+            reply_with(json.dumps(envelope)),
+            reply_with('{"count": 12}'),
+            reply_with("twelve notes"),
+            reply_with('{"count": "12"}'),
+        )
         simulator = remote_simulator(fault.url)
         server = AgentServer(simulator, notes, sessions=SessionFolder(tmp_path / "s"))
         try:
             async with serving(server) as url, Client(url) as client:
                 missing = await client.call_tool("read_note", {"title": "ghost"})
                 counted = await client.call_tool("count_notes", {})
+                prose = await client.call_tool("count_notes", {})
+                mistyped = await client.call_tool("count_notes", {})
         finally:
             simulator.close()
     assert missing.is_error and received_text(missing) == "note not found"
     # A tool with an output schema gets the JSON object as its structured content.
     assert counted.structured_content == {"count": 12}
     assert received_text(counted) == '{"count": 12}'
+    # Output that breaks the tool's own output schema is the error a real server gives.
+    assert prose.is_error and received_text(prose) == (
+        "Output validation error: the tool declares an output schema but the result is not a "
+        "JSON objecttwelve notes"
+    )
+    assert mistyped.is_error
+    assert received_text(mistyped).startswith("Output validation error: count: '12' is not")
 
 
 async def test_an_engine_failure_is_a_protocol_error_and_the_turn_is_kept(

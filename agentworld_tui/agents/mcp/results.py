@@ -5,7 +5,9 @@ is (never the reasoning). When that output is itself an MCP result, a ``{"conten
 "isError": ...}`` object or a whole JSON-RPC answer, it is passed as such: a predicted
 error result stays an error result, a predicted protocol error stays a protocol error.
 A tool that declares an output schema gets a JSON object observation as its structured
-content too, as real servers send it.
+content too, as real servers send it; an observation that does not fit that schema is the
+error result a real server gives for output that breaks its own schema (clients refuse a
+result without the structured content they were promised).
 """
 
 from __future__ import annotations
@@ -38,7 +40,16 @@ def observation_result(
         if envelope is not None:
             return envelope
     structured: dict[str, Any] | None = None
-    if tool is not None and tool.output_schema is not None and data is not None:
+    if tool is not None and tool.output_schema is not None:
+        problem = _output_problem(tool.output_schema, data)
+        if problem:
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=f"Output validation error: {problem}"),
+                    types.TextContent(type="text", text=observation),
+                ],
+                is_error=True,
+            )
         structured = data
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=observation)],
@@ -70,6 +81,26 @@ def _json_object(text: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _output_problem(schema: dict[str, Any], data: dict[str, Any] | None) -> str:
+    """Why ``data`` is not the structured content ``schema`` asks for ("" when it is)."""
+    if data is None:
+        return "the tool declares an output schema but the result is not a JSON object"
+    from jsonschema.validators import (  # type: ignore[import-untyped]
+        Draft202012Validator,
+        validator_for,
+    )
+
+    try:
+        validator = validator_for(schema, default=Draft202012Validator)(schema)
+        error = next(iter(validator.iter_errors(data)), None)
+    except Exception:  # a schema it cannot check against: the client checks it if it can
+        return ""
+    if error is None:
+        return ""
+    where = ".".join(str(p) for p in error.absolute_path) or "the result"
+    return f"{where}: {error.message}"
 
 
 def _envelope(data: dict[str, Any]) -> types.CallToolResult | None:

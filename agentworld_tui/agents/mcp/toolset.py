@@ -211,7 +211,8 @@ def listed_tools(data: Any, source: str) -> list[Any]:
 
 
 def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scenario:
-    """The scenario the MCP domain's prompt is written from, with the declared tools."""
+    """The scenario the MCP domain's prompt is written from, with the declared tools; the
+    output schemas, which the prompt's tool list leaves out, go in its description."""
     from dataclasses import replace
 
     tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in declared]
@@ -223,7 +224,18 @@ def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scen
         }
         for t in tools
     ]
-    return replace(scenario, extras={**scenario.extras, "tools": prompt_tools})
+    outputs = [
+        f"- {t['name']} returns a JSON object matching this output schema: "
+        + json.dumps(t["outputSchema"], ensure_ascii=False)
+        for t in tools
+        if "outputSchema" in t
+    ]
+    description = scenario.description
+    if outputs:
+        description = "\n\n".join([description, "\n".join(outputs)]).strip()
+    return replace(
+        scenario, description=description, extras={**scenario.extras, "tools": prompt_tools}
+    )
 
 
 def from_definitions(
