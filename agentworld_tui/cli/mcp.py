@@ -361,13 +361,20 @@ async def _serve(
     elif serving in done and not serving.cancelled() and serving.exception() is not None:
         print(f"agentworld: the MCP server stopped: {serving.exception()}", file=sys.stderr)
         code = 1
-    if sock is not None:
-        await server.stop()
-    elif not serving.done():
-        serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
     stopped.cancel()
+    await server.stop()  # every call in flight is recorded and every session saved
+    if sock is None and not serving.done():
+        _leave_stdio(code)
     return code
+
+
+def _leave_stdio(code: int) -> None:
+    """End the process while a client still holds its stdin open (Ctrl+C, a model that
+    would not load). The SDK's stdio transport reads stdin on a worker thread that no
+    cancellation reaches until a line or the end comes, so waiting for it could take
+    forever; everything worth keeping is saved by now."""
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _resolve(future: asyncio.Future[str], value: str) -> None:
