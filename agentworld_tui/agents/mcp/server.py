@@ -31,7 +31,6 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -381,24 +380,22 @@ class AgentServer:
     async def _until_gone(
         self, waited: Awaitable[T], request: Request | None
     ) -> tuple[bool, T | None]:
-        """Wait for ``waited``; (False, None) when the HTTP client went away first."""
+        """Wait for ``waited``; (False, None) when the HTTP client went away first. The
+        connection is looked at only while the wait lasts, every poll interval."""
         if request is None:
             return True, await waited
-        gone = False
-        value: T | None = None
-        async with anyio.create_task_group() as group:
-
-            async def watch() -> None:
-                nonlocal gone
-                while not await request.is_disconnected():
-                    await anyio.sleep(DISCONNECT_POLL_SECONDS)
-                gone = True
-                group.cancel_scope.cancel()
-
-            group.start_soon(watch)
-            value = await waited
-            group.cancel_scope.cancel()
-        return (not gone, None if gone else value)
+        task = asyncio.ensure_future(waited)
+        try:
+            while True:
+                await asyncio.wait((task,), timeout=DISCONNECT_POLL_SECONDS)
+                if task.done():
+                    return True, task.result()
+                if await request.is_disconnected():
+                    task.cancel()
+                    return False, None
+        except BaseException:
+            task.cancel()
+            raise
 
     def _deliver(
         self,
