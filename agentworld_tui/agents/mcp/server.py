@@ -80,7 +80,8 @@ log = logging.getLogger("agentworld.mcp")
 T = TypeVar("T")
 Listener = Callable[[AgentEvent], None]
 
-DISCONNECT_POLL_SECONDS = 0.25
+DISCONNECT_POLL_SECONDS = 1.0
+"""How often a waiting call looks whether its HTTP client is still there."""
 STOP_SECONDS = 10.0
 """How long ``stop`` waits for the calls in flight to be recorded."""
 STDIO_KEY = "stdio"
