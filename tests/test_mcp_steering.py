@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from faultserver import FaultServer
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcpfixtures import (
     received_text,
     remote_simulator,
@@ -23,7 +24,7 @@ from mcpfixtures import (
 
 from agentworld_tui.agents.mcp import toolset as toolsets
 from agentworld_tui.agents.mcp.server import AgentServer
-from agentworld_tui.agents.mcp.sessions import SessionFolder
+from agentworld_tui.agents.mcp.sessions import OpenSession, SessionFolder, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
     AgentEvent,
     CallAnswered,
@@ -34,6 +35,7 @@ from agentworld_tui.agents.mcp.steering import (
 )
 from agentworld_tui.simulator import TurnUpdate
 from agentworld_tui.world.fictional_world import list_worlds
+from agentworld_tui.world.session import Session, new_session
 
 PREDICTED = "groceries: milk, eggs"
 EDITED = "groceries: (the file is empty)"
@@ -213,3 +215,54 @@ async def test_a_perturbation_and_a_world_go_with_the_coming_calls(
     assert turns[1]["control"] == "" and "Simulation Instruction" not in turns[1]["user_message"]
     assert f"Fictional world: {world.title}" in turns[2]["user_message"]
     assert preset.instruction in fault.chat_requests()[0].body["messages"][-1]["content"]
+
+
+class OneTab:
+    """A store that serves one session the program already has (the app's tab), to one
+    agent at a time, saving it where the program saves it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.saves = 0
+        self.taken = False
+
+    def open(self, domain: object, scenario: object, title: str) -> OpenSession:
+        if self.taken:
+            raise SessionUnavailable("this tab is served to another agent")
+        self.taken = True
+
+        def save() -> str | None:
+            self.saves += 1
+            return None
+
+        return OpenSession(self.session, save, lambda: None)
+
+
+async def test_a_session_the_program_has_is_served_with_its_history(
+    tmp_path: Path, notes: toolsets.Toolset
+) -> None:
+    from agentworld_tui.agents.mcp.toolset import for_scenario
+    from agentworld_tui.domains import get_domain
+    from agentworld_tui.world.prompts import load_scenarios
+
+    domain = get_domain("terminal")
+    scenario = load_scenarios("terminal")[0][0]
+    tab, _problems = new_session(domain, scenario)
+    earlier = tab.begin_turn(domain.parse_action("cd /tmp", scenario))
+    tab.finish_turn(earlier, observation="root@box:/tmp#", reasoning="", status="complete")
+    store = OneTab(tab)
+    with FaultServer() as fault:
+        fault.default = reply_with("root@box:/tmp# ls\nnotes.txt")
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, for_scenario(domain, scenario), sessions=store)
+        try:
+            async with serving(server) as url, Client(url) as agent, Client(url) as other:
+                result = await agent.call_tool("send_keystrokes", {"keystrokes": "ls\n"})
+                with pytest.raises(MCPError, match="this tab is served to another agent"):
+                    await other.call_tool("send_keystrokes", {"keystrokes": "ls\n"})
+        finally:
+            simulator.close()
+    assert received_text(result) == "root@box:/tmp# ls\nnotes.txt"
+    assert [t.number for t in tab.turns] == [1, 2] and store.saves >= 1
+    # The agent's call went on from the tab's own history.
+    assert "root@box:/tmp#" in sent_messages(fault, 0)

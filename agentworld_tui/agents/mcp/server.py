@@ -48,7 +48,7 @@ from agentworld_tui.agents.mcp.http import (
 )
 from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
 from agentworld_tui.agents.mcp.schedule import Decision, Schedule
-from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore
+from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
     HOLD_EVERY,
     AgentCall,
@@ -246,12 +246,15 @@ class AgentServer:
             return found
         if self._closing:
             raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
-        self._ids += 1
         client = _client_name(ctx)
         title = f"MCP agent {client}" if client else "MCP agent"
-        opened = self.sessions.open(self.toolset.domain, self.toolset.scenario, title)
+        try:
+            opened = self.sessions.open(self.toolset.domain, self.toolset.scenario, title)
+        except SessionUnavailable as exc:
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from None
         if self.world is not None and opened.session.world is None:
             opened.session.world = self.world
+        self._ids += 1
         connection = AgentConnection(f"agent-{self._ids}", transport, client, opened)
         self._connections[key] = connection
         log.info("%s connected over %s (%s)", connection.id, transport, client or "unnamed")

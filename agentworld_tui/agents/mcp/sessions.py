@@ -35,9 +35,15 @@ class OpenSession:
     path: Path | None = None
 
 
+class SessionUnavailable(Exception):
+    """A store that has no session for one more connection (the app's tab is served to
+    one agent already, say); the message is what that agent's client is told."""
+
+
 class SessionStore(Protocol):
     def open(self, domain: Domain, scenario: Scenario, title: str) -> OpenSession:
-        """A session for a new connection (``title`` names it for the session browser)."""
+        """A session for a new connection (``title`` names it for the session browser);
+        raises SessionUnavailable to refuse the connection."""
         ...
 
 

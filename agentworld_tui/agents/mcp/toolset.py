@@ -313,25 +313,30 @@ def for_domain(name: str, scenario: str = "") -> Toolset:
         domain = get_domain(name)
     except KeyError as exc:
         raise ToolsetError(str(exc.args[0])) from None
-    chosen = _pick_scenario(domain.name, scenario)
+    return for_scenario(domain, _pick_scenario(domain.name, scenario))
+
+
+def for_scenario(domain: Domain, scenario: Scenario) -> Toolset:
+    """The tools an agent acting in ``domain`` from ``scenario`` is offered (a tab of the
+    app served as it is)."""
     if domain.name == "mcp":
-        raw = chosen.extras.get("tools")
+        raw = scenario.extras.get("tools")
         if not isinstance(raw, list):
             raise ToolsetError(
-                f"the {chosen.name!r} scenario has no tools: give a tools file, or a scenario "
-                "with tools"
+                f"the {scenario.name!r} scenario has no tools: give a tools file, or a "
+                "scenario with tools"
             )
-        return from_definitions(raw, f"mcp scenario {chosen.name}", scenario=chosen)
+        return from_definitions(raw, f"mcp scenario {scenario.name}", scenario=scenario)
     try:
-        tools = agent_tools(domain, chosen)
+        tools = agent_tools(domain, scenario)
     except ActionError as exc:
-        raise ToolsetError(f"the {chosen.name!r} scenario: {exc}") from None
+        raise ToolsetError(f"the {scenario.name!r} scenario: {exc}") from None
     declared = declare_all((t.to_dict() for t in tools), f"the {domain.name} tools")
     return Toolset(
         domain,
-        chosen,
+        scenario,
         declared,
-        f"{domain.name} scenario {chosen.name}",
+        f"{domain.name} scenario {scenario.name}",
         server_name=f"agentworld-{domain.name}",
     )
 
