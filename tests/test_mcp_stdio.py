@@ -41,7 +41,7 @@ class Received:
 
 
 async def test_a_spawned_server_answers_with_the_world_model_over_a_clean_stdout(
-    tmp_path: Path,
+    tmp_path: Path, isolated_dirs: dict[str, Path]
 ) -> None:
     model = scripted_world(tmp_path / "world.gguf", NOTE)
     tools = write_tools(tmp_path / "tools.json")
@@ -72,6 +72,10 @@ async def test_a_spawned_server_answers_with_the_world_model_over_a_clean_stdout
     [turns] = session_turns(folder).values()
     assert [t["observation"] for t in turns] == [NOTE, NOTE]
     assert turns[1]["stats"]["agent"]["received"]["result"]["content"][0]["text"] == NOTE
+    # What the server had to say went to the log file.
+    log = (isolated_dirs["data"] / "agentworld.log").read_text(encoding="utf-8")
+    assert "agent-1 connected over stdio" in log
+    assert "refused a call of read_note: Input validation error" in log
 
 
 async def test_a_domain_over_stdio_is_a_simulated_terminal(tmp_path: Path) -> None:
