@@ -267,6 +267,31 @@ async def test_a_client_that_cancels_stops_the_generation_and_the_turn_is_kept(
     assert "par" not in json.dumps(fault.chat_requests()[-1].body["messages"])
 
 
+async def test_a_call_right_after_a_cancelled_one_waits_for_it_to_be_recorded(
+    tmp_path: Path, notes: toolsets.Toolset
+) -> None:
+    folder = tmp_path / "s"
+    with FaultServer() as fault:
+        # The cancelled stream ends only when its server notices: a moment, not at once.
+        fault.queue(Reply(content=["<predicted_observation>x"] * 50, trickle_s=0.02))
+        fault.default = reply_with("next")
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(folder))
+        try:
+            async with serving(server) as url, Client(url) as client:
+                call = asyncio.ensure_future(client.call_tool("read_note", {"title": "a"}))
+                await until(lambda: len(fault.chat_requests()) == 1)
+                call.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+                after = await client.call_tool("read_note", {"title": "b"})
+        finally:
+            simulator.close()
+    assert received_text(after) == "next"
+    [turns] = session_turns(folder).values()
+    assert [t["status"] for t in turns] == ["interrupted", "complete"]
+
+
 CLIENT = textwrap.dedent(
     """
     import asyncio, sys

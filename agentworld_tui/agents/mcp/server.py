@@ -313,6 +313,9 @@ class AgentServer:
     async def _answer(
         self, connection: AgentConnection, tool: str, action: Action, request: Request | None
     ) -> types.CallToolResult:
+        last = connection.call
+        if last is not None and not last.settled.is_set():
+            await last.settled.wait()  # a cancelled call ends a moment after its client left
         if self._closing:
             raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
         session = connection.session
