@@ -420,3 +420,32 @@ async def test_a_port_in_use_is_one_line(tmp_path: Path, notes: toolsets.Toolset
     assert str(caught.value) == (
         f"cannot listen on 127.0.0.1:{port}: the port is in use (pick another with --port)"
     )
+
+
+async def test_a_client_that_ends_its_session_lets_go_of_the_file(
+    tmp_path: Path, notes: toolsets.Toolset
+) -> None:
+    from agentworld_tui.agents.mcp.steering import ConnectionClosed
+    from agentworld_tui.world.workspace import SessionInUse, load_workspace, lock_session_file
+
+    events: list[AgentEvent] = []
+    with FaultServer() as fault:
+        fault.default = reply_with("ok")
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(tmp_path / "s"))
+        server.subscribe(events.append)
+        try:
+            async with serving(server) as url:
+                async with Client(url) as client:
+                    await client.call_tool("read_note", {"title": "a"})
+                    [connection] = server.connections()
+                    assert connection.path is not None
+                    with pytest.raises(SessionInUse, match="open in this program"):
+                        lock_session_file(connection.path)
+                await until(lambda: connection.closed)
+                lock_session_file(connection.path).release()  # the lock is free again
+                reopened = load_workspace(connection.path)
+        finally:
+            simulator.close()
+    assert isinstance(events[-1], ConnectionClosed) and not connection.connected
+    assert len(reopened.tabs[0].turns) == 1

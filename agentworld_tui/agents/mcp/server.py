@@ -163,8 +163,10 @@ class AgentServer:
         self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[listening]))
         while not self._uvicorn.started:
             if self._serving.done():
-                self._serving.result()  # raises why it ended
-                raise ServerError("the HTTP server ended as it started")
+                problem = self._serving.exception()
+                self._uvicorn = self._serving = None
+                listening.close()
+                raise ServerError(str(problem or "the HTTP server ended as it started"))
             await asyncio.sleep(0.01)
         self.url = f"http://{address_of(listening, host)}{path}"
         log.info("serving MCP at %s", self.url)
@@ -199,7 +201,7 @@ class AgentServer:
                 self._uvicorn.force_exit = True
                 with contextlib.suppress(Exception):
                     await self._serving
-            except (ListenError, Exception) as exc:
+            except Exception as exc:  # it stopped all the same; the log says how
                 log.warning("the HTTP server ended with: %s", exc)
         self._uvicorn = self._serving = None
         self.url = ""
@@ -243,6 +245,8 @@ class AgentServer:
                 raise MCPError(types.INVALID_REQUEST, NO_SESSION)
         found = self._connections.get(key)
         if found is not None:
+            if found.closed:
+                raise MCPError(types.INVALID_REQUEST, "this connection's session has ended")
             return found
         if self._closing:
             raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
