@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentworld_tui.cli.bench",
     "agentworld_tui.cli.env",
     "agentworld_tui.cli.rollout",
+    "agentworld_tui.cli.mcp",
 )
 
 

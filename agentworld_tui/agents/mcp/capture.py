@@ -1,0 +1,130 @@
+"""Taking a real MCP server's tool list: connect as a client with the official SDK, list
+its tools (every page), and leave. No tool is ever called.
+
+The server is a command started over stdio (with the user's own environment, as their
+shell would run it) or a streamable-HTTP URL. Whatever goes wrong, the caller gets one
+line saying what and where.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from agentworld_tui.world.sanitize import sanitize
+
+CAPTURE_SECONDS = 60.0
+"""How long a server may take to start and list its tools."""
+MAX_PAGES = 100
+
+
+class CaptureError(Exception):
+    """The server could not be reached or listed; the message is one line."""
+
+
+@dataclass(frozen=True)
+class CapturedServer:
+    """A real server's identity and tools, as it listed them."""
+
+    source: str
+    tools: list[dict[str, Any]]
+    name: str = ""
+    version: str = ""
+    instructions: str | None = None
+
+
+async def capture(
+    *,
+    command: Sequence[str] | None = None,
+    url: str = "",
+    timeout: float = CAPTURE_SECONDS,
+) -> CapturedServer:
+    """List the tools of the server ``command`` starts, or of the one at ``url``."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server: Any
+    if command:
+        source = shlex.join(command)
+        server = StdioServerParameters(
+            command=command[0], args=list(command[1:]), env=dict(os.environ)
+        )
+    elif url:
+        source = url
+        server = url
+    else:
+        raise CaptureError("give a command or a URL to capture the tools of")
+    try:
+        with anyio.fail_after(timeout):
+            async with Client(server, cache=None) as client:
+                tools: list[dict[str, Any]] = []
+                cursor: str | None = None
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    tools += [
+                        t.model_dump(by_alias=True, mode="json", exclude_none=True)
+                        for t in page.tools
+                    ]
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                info = client.server_info
+                return CapturedServer(
+                    source,
+                    tools,
+                    name=info.name if info is not None else "",
+                    version=info.version if info is not None else "",
+                    instructions=client.instructions,
+                )
+    except TimeoutError:
+        raise CaptureError(
+            f"{_shown(source)} did not list its tools within {timeout:g} seconds"
+        ) from None
+    except Exception as exc:  # the SDK's and the transport's errors, whatever they are
+        raise CaptureError(f"cannot list the tools of {_shown(source)}: {_reason(exc)}") from None
+
+
+def capture_blocking(
+    *, command: Sequence[str] | None = None, url: str = "", timeout: float = CAPTURE_SECONDS
+) -> CapturedServer:
+    """``capture`` for a caller with no event loop (the command line)."""
+
+    async def run() -> CapturedServer:
+        return await capture(command=command, url=url, timeout=timeout)
+
+    return anyio.run(run)
+
+
+def _reason(exc: BaseException) -> str:
+    """The first real error inside the exception groups a task group raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+        if exc.filename:
+            text += f": {exc.filename}"
+        return _shown(text)
+    text = str(exc) or type(exc).__name__
+    return _shown(text)
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    line = " ".join(sanitize(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def parse_command(text: str) -> list[str]:
+    """A command line as the user typed it into one argument."""
+    try:
+        words = shlex.split(text, posix=sys.platform != "win32")
+    except ValueError as exc:
+        raise CaptureError(f"cannot read the command {_shown(text)!r}: {exc}") from None
+    if not words:
+        raise CaptureError("the command to capture the tools of is empty")
+    return words

@@ -1,0 +1,599 @@
+"""The simulated MCP server: the SDK's low-level server, with the world model behind
+every tools/call, and the steering API a person (through the app) drives it with.
+
+One ``AgentServer`` serves one ``Toolset`` on one ``Simulator``. Each connection (an MCP
+session over streamable HTTP; the process over stdio) is an ``AgentConnection`` with a
+session of its own. A call is checked against the tool's schema first (a bad one gets the
+error result a real server gives, and no model time); then it becomes a turn of that
+session, and the agent gets the predicted observation as the tool's result. A client that
+cancels or goes away stops the generation; the turn is kept, interrupted.
+
+The server runs on the event loop it is started from: ``await start()`` / ``await stop()``
+for HTTP inside a running loop (the app's), ``await serve_stdio()`` for stdio. Steering
+and events live on that same loop.
+
+What the session file keeps of a call, besides the turn itself, is in
+``turn.stats["agent"]``: the connection, the tool, the call numbers, the schedule's
+decisions, ``received`` (exactly what the agent got: ``{"result": ...}``,
+``{"error": ...}``, or null for nothing), and ``predicted`` (the model's observation,
+when the agent got something else: an edit, or nothing). ``turn.observation`` is what the
+agent received as the tool's output, so later turns build on what the agent saw; a call
+the agent never got an answer to keeps an empty observation (its text stays in
+``turn.raw``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+
+from agentworld_tui.agents.mcp.http import (
+    EmbeddedServer,
+    Gate,
+    ListenError,
+    address_of,
+    bind,
+    is_loopback,
+    uvicorn_config,
+)
+from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
+from agentworld_tui.agents.mcp.schedule import Decision, Schedule
+from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
+from agentworld_tui.agents.mcp.steering import (
+    HOLD_EVERY,
+    AgentCall,
+    AgentConnection,
+    AgentEvent,
+    CallAnswered,
+    CallRefused,
+    ConnectionClosed,
+    ConnectionOpened,
+    HeldObservation,
+    ObservationHeld,
+    SteeringError,
+    TurnStarted,
+)
+from agentworld_tui.agents.mcp.toolset import Toolset, UnknownTool
+from agentworld_tui.simulator import Simulator, SimulatorError, home_on
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.fictional_world import FictionalWorld
+from agentworld_tui.world.perturbation import (
+    ControlInstruction,
+    Perturbation,
+    join_instructions,
+    load_perturbations,
+)
+from agentworld_tui.world.sanitize import sanitize
+
+log = logging.getLogger("agentworld.mcp")
+
+T = TypeVar("T")
+Listener = Callable[[AgentEvent], None]
+
+DISCONNECT_POLL_SECONDS = 1.0
+"""How often a waiting call looks whether its HTTP client is still there."""
+STOP_SECONDS = 10.0
+"""How long ``stop`` waits for the calls in flight to be recorded."""
+STDIO_KEY = "stdio"
+INTERRUPTED = "The tool call was interrupted before it finished."
+CANCELLED_NOTE = "the agent's client cancelled the call; it received nothing"
+GONE_NOTE = "the agent's client went away during the call; it received nothing"
+STOPPED_NOTE = "stopped before the agent received it"
+EDITED_NOTE = "edited before the agent received it"
+NO_SESSION = (
+    "this simulated server keeps one world per MCP session: connect with the initialize "
+    "handshake (protocol 2025-11-25 or earlier) so that the session has an id"
+)
+
+
+class ServerError(Exception):
+    """The server cannot start as asked; the message is one line."""
+
+
+class AgentServer:
+    def __init__(
+        self,
+        simulator: Simulator,
+        toolset: Toolset,
+        *,
+        sessions: SessionStore | None = None,
+        schedule: Schedule | None = None,
+        world: FictionalWorld | None = None,
+    ) -> None:
+        self.simulator = simulator
+        self.toolset = toolset
+        self.sessions = sessions if sessions is not None else SessionFolder()
+        self.schedule = schedule
+        self.world = world
+        """The fictional world every new connection starts with (None: none)."""
+        self.url = ""
+        """Where agents connect over HTTP, once started ("" otherwise)."""
+        self._connections: dict[str, AgentConnection] = {}
+        self._ids = 0
+        self._listeners: list[tuple[Listener, str]] = []
+        self._calls: set[AgentCall] = set()
+        self._closing = False
+        self._uvicorn: EmbeddedServer | None = None
+        self._serving: asyncio.Task[None] | None = None
+
+    # -- serving ---------------------------------------------------------------------------
+    async def start(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str = "",
+        path: str = "/mcp",
+        sock: socket.socket | None = None,
+    ) -> str:
+        """Serve streamable HTTP in the running loop; returns the URL agents connect to.
+        Another address than the loopback only with a bearer ``token``."""
+        if self._serving is not None:
+            raise ServerError("the server is running already")
+        if not token and not is_loopback(host):
+            raise ServerError(
+                f"listening on {host} needs a bearer token: set one (see --token-env), or "
+                "listen on 127.0.0.1"
+            )
+        try:
+            listening = sock if sock is not None else bind(host, port)
+        except ListenError as exc:
+            raise ServerError(str(exc)) from None
+        _route_library_logs()
+        security = (
+            None
+            if is_loopback(host)
+            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        )
+        app = self._mcp(http=True).streamable_http_app(
+            streamable_http_path=path, host=host, transport_security=security
+        )
+        self._closing = False
+        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(app, token, self._session_ended)))
+        self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[listening]))
+        while not self._uvicorn.started:
+            if self._serving.done():
+                problem = self._serving.exception()
+                self._uvicorn = self._serving = None
+                listening.close()
+                raise ServerError(str(problem or "the HTTP server ended as it started"))
+            await asyncio.sleep(0.01)
+        self.url = f"http://{address_of(listening, host)}{path}"
+        log.info("serving MCP at %s", self.url)
+        return self.url
+
+    async def serve_stdio(self) -> None:
+        """Serve the process's stdin and stdout (nothing else is written to stdout while
+        it runs) until the client closes them."""
+        from mcp.server.stdio import stdio_server
+
+        _route_library_logs()
+        server = self._mcp(http=False)
+        self._closing = False
+        try:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            await self._settle_all()
+            for connection in list(self._connections.values()):
+                self._close(connection)
+
+    async def stop(self) -> None:
+        """Stop every call (the agents get an interrupted result), save and close every
+        connection's session, and stop serving."""
+        self._closing = True
+        await self._settle_all()
+        if self._uvicorn is not None and self._serving is not None:
+            self._uvicorn.should_exit = True
+            try:
+                await asyncio.wait_for(asyncio.shield(self._serving), STOP_SECONDS)
+            except TimeoutError:
+                self._uvicorn.force_exit = True
+                with contextlib.suppress(Exception):
+                    await self._serving
+            except Exception as exc:  # it stopped all the same; the log says how
+                log.warning("the HTTP server ended with: %s", exc)
+        self._uvicorn = self._serving = None
+        self.url = ""
+        for connection in list(self._connections.values()):
+            self._close(connection)
+
+    async def _settle_all(self) -> None:
+        for call in list(self._calls):
+            if call.held is not None:
+                call.held.stop()
+            call.run.stop()
+        pending = [asyncio.ensure_future(c.settled.wait()) for c in list(self._calls)]
+        if pending:
+            _done, late = await asyncio.wait(pending, timeout=STOP_SECONDS)
+            for task in late:
+                task.cancel()
+
+    def _mcp(self, *, http: bool) -> Server[Any]:
+        toolset = self.toolset
+        server: Server[Any] = Server(
+            toolset.server_name,
+            version=toolset.server_version,
+            instructions=toolset.instructions,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        if http:
+            # A 2026-07-28 exchange carries no session: the handshake era keeps one per
+            # client, so the discovery probe is declined and clients fall back to it.
+            server.add_request_handler("server/discover", types.RequestParams, _no_discover)
+        return server
+
+    # -- connections -----------------------------------------------------------------------
+    def _connection(self, ctx: Any) -> AgentConnection:
+        request = ctx.request
+        transport: Literal["stdio", "http"] = "stdio"
+        key = STDIO_KEY
+        if isinstance(request, Request):
+            key, transport = request.headers.get("mcp-session-id", ""), "http"
+            if not key:
+                raise MCPError(types.INVALID_REQUEST, NO_SESSION)
+        found = self._connections.get(key)
+        if found is not None:
+            if found.closed:
+                raise MCPError(types.INVALID_REQUEST, "this connection's session has ended")
+            return found
+        if self._closing:
+            raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
+        client = _client_name(ctx)
+        title = f"MCP agent {client}" if client else "MCP agent"
+        try:
+            opened = self.sessions.open(self.toolset.domain, self.toolset.scenario, title)
+        except SessionUnavailable as exc:
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from None
+        if self.world is not None and opened.session.world is None:
+            opened.session.world = self.world
+        self._ids += 1
+        connection = AgentConnection(f"agent-{self._ids}", transport, client, opened)
+        self._connections[key] = connection
+        log.info("%s connected over %s (%s)", connection.id, transport, client or "unnamed")
+        self._emit(ConnectionOpened(connection))
+        return connection
+
+    def _session_ended(self, key: str) -> None:
+        connection = self._connections.get(key)
+        if connection is not None and not connection.busy:
+            self._close(connection)
+        elif connection is not None:
+            connection.connected = False
+
+    def _close(self, connection: AgentConnection) -> None:
+        if connection.closed:
+            return
+        connection.connected, connection.closed = False, True
+        if connection.session.turns:
+            self._save(connection)
+        connection.opened.close()
+        self._emit(ConnectionClosed(connection))
+
+    # -- the handlers ------------------------------------------------------------------------
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        request = ctx.request
+        if not isinstance(request, Request) or request.headers.get("mcp-session-id"):
+            self._connection(ctx)
+        return types.ListToolsResult(tools=list(self.toolset.declared))
+
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        connection = self._connection(ctx)
+        name = params.name
+        try:
+            action = self.toolset.action(name, params.arguments)
+        except UnknownTool as exc:
+            self._refused(connection, name, str(exc))
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except ActionError as exc:
+            message = f"Input validation error: {exc}"
+            self._refused(connection, name, message)
+            return error_result(message)
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        async with connection.turn_lock:
+            return await self._answer(connection, name, action, request)
+
+    def _refused(self, connection: AgentConnection, tool: str, message: str) -> None:
+        connection.refused += 1
+        connection.last_refusal = message
+        log.info("%s: refused a call of %s: %s", connection.id, tool[:100], message[:300])
+        self._emit(CallRefused(connection, tool, message))
+
+    async def _answer(
+        self, connection: AgentConnection, tool: str, action: Action, request: Request | None
+    ) -> types.CallToolResult:
+        last = connection.call
+        if last is not None and not last.settled.is_set():
+            await last.settled.wait()  # a cancelled call ends a moment after its client left
+        if self._closing:
+            raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
+        session = connection.session
+        number, tool_call = connection.calls + 1, connection.per_tool[tool] + 1
+        decisions = self.schedule.decide(tool, number, tool_call) if self.schedule else []
+        own = session.control
+        fired = [d for d in decisions if d.fired]
+        if fired:
+            session.control = _joined(own, fired)
+        try:
+            run = self.simulator.send(
+                session, action, owner=connection.id, home=home_on(asyncio.get_running_loop())
+            )
+        except SimulatorError as exc:
+            session.control = own
+            raise MCPError(types.INTERNAL_ERROR, f"the world model cannot answer: {exc}") from None
+        if fired:
+            session.control = own if own is not None and own.persistent else None
+        connection.calls, connection.per_tool[tool] = number, tool_call
+        call = AgentCall(connection, tool, number, tool_call, run, decisions)
+        connection.call = call
+        self._calls.add(call)
+        self._emit(TurnStarted(connection, call))
+        try:
+            answered, _final = await self._until_gone(run.result(), request)
+        except BaseException:
+            self._abandon(call, CANCELLED_NOTE)
+            raise
+        if not answered:
+            self._abandon(call, GONE_NOTE)
+            return error_result(INTERRUPTED)
+        turn = call.turn
+        if turn.status == "interrupted":
+            return self._deliver(call, error_result(INTERRUPTED), observation="")
+        edited: str | None = None
+        if connection.hold and not self._closing:
+            if connection.hold != HOLD_EVERY:
+                connection.hold -= 1
+            self._save(connection)  # the prediction is on disk while the person decides
+            answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+            call.held = HeldObservation(call, turn.observation, answer)
+            call.state = "held"
+            self._emit(ObservationHeld(connection, call.held))
+            try:
+                answered, edited = await self._until_gone(answer, request)
+            except BaseException:
+                self._abandon(call, CANCELLED_NOTE)
+                raise
+            if not answered:
+                self._abandon(call, GONE_NOTE)
+                return error_result(INTERRUPTED)
+            if call.held.stopped:
+                turn.status, turn.note = "interrupted", STOPPED_NOTE
+                return self._deliver(call, error_result(INTERRUPTED), observation="")
+        if edited is not None:
+            turn.status, turn.note = "complete", EDITED_NOTE
+            outcome = observation_result(edited, self.toolset.tool(tool))
+            return self._deliver(call, outcome, observation=edited)
+        if turn.status != "complete":
+            problem = types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the world model could not answer: {turn.note or turn.status}",
+            )
+            self._deliver(call, problem, observation="")
+            raise MCPError.from_error_data(problem)
+        outcome = observation_result(turn.observation, self.toolset.tool(tool))
+        return self._deliver(call, outcome, observation=turn.observation)
+
+    async def _until_gone(
+        self, waited: Awaitable[T], request: Request | None
+    ) -> tuple[bool, T | None]:
+        """Wait for ``waited``; (False, None) when the HTTP client went away first. The
+        connection is looked at only while the wait lasts, every poll interval."""
+        if request is None:
+            return True, await waited
+        task = asyncio.ensure_future(waited)
+        try:
+            while True:
+                await asyncio.wait((task,), timeout=DISCONNECT_POLL_SECONDS)
+                if task.done():
+                    return True, task.result()
+                if await request.is_disconnected():
+                    task.cancel()
+                    return False, None
+        except BaseException:
+            task.cancel()
+            raise
+
+    def _deliver(
+        self,
+        call: AgentCall,
+        outcome: types.CallToolResult | types.ErrorData,
+        *,
+        observation: str,
+    ) -> types.CallToolResult:
+        turn = call.turn
+        predicted = turn.observation if call.held is None else call.held.predicted
+        turn.observation = observation
+        call.received = result_record(outcome)
+        self._finish(call, predicted)
+        if isinstance(outcome, types.ErrorData):
+            return error_result(outcome.message)
+        return outcome
+
+    def _abandon(self, call: AgentCall, note: str) -> None:
+        """The agent will get nothing: stop the turn, and once it is recorded, keep it as
+        interrupted with an empty observation."""
+        call.run.stop()
+
+        def settle(_run: object = None) -> None:
+            turn = call.turn
+            predicted = turn.observation if call.held is None else call.held.predicted
+            turn.observation, turn.status, turn.note = "", "interrupted", note
+            call.received = None
+            self._finish(call, predicted)
+
+        if call.run.completed:
+            settle()
+        else:
+            call.run.on_complete.append(settle)
+
+    def _finish(self, call: AgentCall, predicted: str) -> None:
+        turn = call.turn
+        record: dict[str, Any] = {
+            "connection": call.connection.id,
+            "client": call.connection.client,
+            "tool": call.tool,
+            "call": call.number,
+            "tool_call": call.tool_call,
+            "received": call.received,
+        }
+        if call.decisions:
+            record["schedule"] = [d.to_dict() for d in call.decisions]
+        if predicted != turn.observation:
+            record["predicted"] = predicted
+        turn.stats = {**turn.stats, "agent": record}
+        call.state = "answered" if call.received is not None else "undelivered"
+        self._save(call.connection)
+        self._calls.discard(call)
+        call.settled.set()
+        self._emit(CallAnswered(call.connection, call))
+        if not call.connection.connected:
+            self._close(call.connection)
+
+    def _save(self, connection: AgentConnection) -> None:
+        problem = connection.opened.save()
+        connection.save_error = problem or ""
+        if problem:
+            log.warning("%s: the session was not saved: %s", connection.id, problem)
+
+    # -- steering (on the server's loop) ---------------------------------------------------
+    def connections(self) -> list[AgentConnection]:
+        """Every connection since the server started, oldest first."""
+        return list(self._connections.values())
+
+    def connection(self, connection_id: str) -> AgentConnection:
+        for connection in self._connections.values():
+            if connection.id == connection_id:
+                return connection
+        raise SteeringError(f"there is no connection {connection_id!r}")
+
+    def subscribe(self, listener: Listener, connection_id: str = "") -> Callable[[], None]:
+        """Call ``listener`` with every event (of one connection, when given), on the
+        server's loop; returns what unsubscribes it."""
+        entry = (listener, connection_id)
+        self._listeners.append(entry)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(entry)
+
+        return unsubscribe
+
+    def hold(self, connection_id: str, count: int | None = 1) -> None:
+        """Hold the connection's next ``count`` observations (None: every one, until
+        ``hold(id, 0)``); a held call waits until ``release``."""
+        connection = self.connection(connection_id)
+        if count is None:
+            connection.hold = HOLD_EVERY
+        elif count < 0:
+            raise ValueError("count must be 0 or more, or None for every observation")
+        else:
+            connection.hold = count
+
+    def held(self, connection_id: str) -> HeldObservation | None:
+        return self.connection(connection_id).held
+
+    def release(self, connection_id: str, text: str | None = None) -> bool:
+        """Let a held observation go to the agent, as predicted or as ``text`` (the
+        session keeps both); False when nothing is held."""
+        held = self.held(connection_id)
+        return held.release(text) if held is not None else False
+
+    def stop_call(self, connection_id: str) -> bool:
+        """Stop the call in progress (generating or held): the agent gets an interrupted
+        result, the turn is kept as interrupted. False when there is none."""
+        connection = self.connection(connection_id)
+        call = connection.call
+        if call is None or not connection.busy:
+            return False
+        if call.held is not None and call.state == "held":
+            return call.held.stop()
+        call.run.stop()
+        return True
+
+    def answer_now(self, connection_id: str) -> bool:
+        """Tell the model to stop reasoning and answer the call in progress."""
+        connection = self.connection(connection_id)
+        call = connection.call
+        if call is None or call.state != "running":
+            return False
+        call.run.answer_now()
+        return True
+
+    def set_control(
+        self, connection_id: str, text: str, *, persistent: bool = False, preset: str = ""
+    ) -> None:
+        """Send a control instruction with the connection's next call (or every call, when
+        ``persistent``); raises ControlError for an empty or oversized one."""
+        self.connection(connection_id).session.set_control(
+            text, persistent=persistent, preset=preset
+        )
+
+    def clear_control(self, connection_id: str) -> None:
+        self.connection(connection_id).session.clear_control()
+
+    def attach_world(self, connection_id: str, world: FictionalWorld | None) -> None:
+        """Every coming call of the connection carries ``world`` (None: no world)."""
+        self.connection(connection_id).session.world = world
+
+    def perturbations(self) -> list[Perturbation]:
+        """The presets of the served domain (prompts/<domain>/perturbations.toml)."""
+        return load_perturbations(self.toolset.domain.name)[0]
+
+    def _emit(self, event: AgentEvent) -> None:
+        connection_id = event.connection.id
+        for listener, wanted in list(self._listeners):
+            if wanted and wanted != connection_id:
+                continue
+            try:
+                listener(event)
+            except Exception:  # a listener's bug must never break an agent's call
+                log.exception("an MCP event listener failed")
+
+
+async def _no_discover(ctx: Any, params: types.RequestParams | None) -> types.DiscoverResult:
+    raise MCPError(types.METHOD_NOT_FOUND, NO_SESSION)
+
+
+def _joined(own: ControlInstruction | None, fired: list[Decision]) -> ControlInstruction:
+    texts = [own.text] if own is not None else []
+    texts += [d.instruction for d in fired]
+    presets = [d.preset for d in fired if d.preset]
+    preset = presets[0] if len(fired) == 1 and own is None and presets else ""
+    return ControlInstruction(join_instructions(*texts), persistent=False, preset=preset)
+
+
+def _client_name(ctx: Any) -> str:
+    """The client's name and version from its initialize request, made safe to show."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return ""
+    text = " ".join(sanitize(f"{info.name} {info.version or ''}").split())
+    return text[:80]
+
+
+def _route_library_logs() -> None:
+    """The SDK's and uvicorn's log records go to the app's log file, never to a screen
+    or to stdout."""
+    ours = logging.getLogger("agentworld")
+    level = logging.DEBUG if ours.level == logging.DEBUG else logging.WARNING
+    for name in ("mcp", "uvicorn", "uvicorn.error", "uvicorn.access", "sse_starlette"):
+        logger = logging.getLogger(name)
+        logger.handlers = list(ours.handlers) or [logging.NullHandler()]
+        logger.propagate = False
+        logger.setLevel(level)

@@ -1,0 +1,357 @@
+"""What a simulated MCP server offers: its tools as agents see them, and the domain and
+scenario whose world model answers their calls.
+
+Tools come from a tools/list JSON (a bare list, a saved ``{"tools": [...]}`` or JSON-RPC
+answer), an MCP scenario ``.toml``, a real server's listing (``capture``), or a domain's
+own agent tools (``domains/agent_tools``). They are declared to agents exactly as given
+(title, annotations, output schema and all); a schema that is not valid JSON Schema is
+refused up front, naming the tool, since a client would fail on it later anyway.
+
+A call is checked before any model time is spent on it: the app's own check of the
+arguments against the input schema (its messages), then a full JSON Schema validation
+for what that subset leaves out, then the domain's own rules (``agent_action``).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from jsonschema import SchemaError  # type: ignore[import-untyped]
+from jsonschema.validators import (  # type: ignore[import-untyped]
+    Draft202012Validator,
+    validator_for,
+)
+from pydantic import ValidationError
+
+from agentworld_tui.domains import get_domain
+from agentworld_tui.domains.agent_tools import agent_action, agent_tools
+from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, value_problem
+from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
+from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, Tool, check_call, tool_from_dict
+from agentworld_tui.world.action import Action, ActionError
+from agentworld_tui.world.domain import Domain, Scenario
+from agentworld_tui.world.prompts import load_scenarios
+
+MAX_TOOLS = 1000
+"""More tools than any real server lists; a longer list would not fit the system prompt."""
+
+
+class ToolsetError(ValueError):
+    """Tools that cannot be served; the message names the tool and the problem."""
+
+
+class UnknownTool(LookupError):
+    """A call of a tool the server does not list (a protocol error in MCP)."""
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """The tools served, and what simulates them."""
+
+    domain: Domain
+    scenario: Scenario
+    declared: tuple[types.Tool, ...]
+    """The tools as tools/list gives them to agents."""
+    source: str
+    """Where they came from, for messages and session names."""
+    server_name: str = "agentworld"
+    server_version: str = ""
+    instructions: str | None = None
+    max_argument_chars: int = MAX_CALL_CHARS
+    _checks: dict[str, tuple[Tool, Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        by_name = {tool.name: tool for tool in agent_tools(self.domain, self.scenario)}
+        for declared in self.declared:
+            mine = by_name.get(declared.name) or Tool(
+                declared.name, declared.description or "", dict(declared.input_schema)
+            )
+            self._checks[declared.name] = (mine, _validator(declared.input_schema))
+
+    def tool(self, name: str) -> types.Tool | None:
+        return next((t for t in self.declared if t.name == name), None)
+
+    def action(self, name: str, arguments: Mapping[str, Any] | None) -> Action:
+        """The action a call stands for; UnknownTool for a tool not listed, ActionError
+        (the message an agent is shown) for arguments the tool refuses."""
+        check = self._checks.get(name)
+        if check is None:
+            listed = ", ".join(t.name for t in self.declared) or "none"
+            raise UnknownTool(f"Unknown tool: {name}. The tools are: {listed}")
+        tool, validator = check
+        given: dict[str, Any] = dict(arguments or {})
+        problem = value_problem(given, MAX_DEPTH - 1)
+        if problem:
+            raise ActionError(f"the arguments are not usable: {problem}", field="arguments")
+        size = len(json.dumps(given, ensure_ascii=False))
+        if size > self.max_argument_chars:
+            raise ActionError(
+                f"the arguments are {size:,} characters of JSON; the limit is "
+                f"{self.max_argument_chars:,}",
+                field="arguments",
+            )
+        check_call({"name": name, "arguments": given}, [tool])
+        if validator is not None:
+            _validate(validator, name, given)
+        return agent_action(self.domain, self.scenario, name, given)
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    try:
+        kind = validator_for(schema, default=Draft202012Validator)
+        return kind(schema)
+    except Exception:  # a schema jsonschema cannot build a validator for: the app's check stays
+        return None
+
+
+def _validate(validator: Any, name: str, arguments: dict[str, Any]) -> None:
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    except Exception:  # an unresolvable $ref and the like: not the agent's fault
+        return
+    if errors:
+        first = errors[0]
+        where = ".".join(["arguments", *(str(p) for p in first.absolute_path)])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ActionError(f"{name}: {where}: {first.message}{more}", field=where)
+
+
+# -- declaring tools --------------------------------------------------------------------
+def schema_problem(schema: Any, what: str = "inputSchema") -> str:
+    """Why ``schema`` cannot be a tool's schema ("" when it can)."""
+    if not isinstance(schema, dict):
+        return f"its {what} must be a JSON object"
+    if what == "inputSchema" and schema.get("type") != "object":
+        return f'its {what} must have "type": "object" (MCP tools take an object of arguments)'
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "the top level"
+        return f"its {what} is not valid JSON Schema at {where}: {exc.message}"
+    except RecursionError:
+        return f"its {what} is nested too deeply"
+    return ""
+
+
+def declare(raw: Mapping[str, Any], where: str) -> types.Tool:
+    """One tool definition as MCP declares it, from the MCP spelling or the other common
+    ones (``input_schema``, OpenAI's ``{"type": "function", "function": {...}}``)."""
+    data = dict(raw)
+    if data.get("type") == "function" and isinstance(data.get("function"), dict):
+        function = dict(data["function"])
+        data = {k: v for k, v in function.items() if k != "parameters"}
+        data["inputSchema"] = function.get("parameters") or {"type": "object"}
+    elif "inputSchema" not in data:
+        schema = data.pop("input_schema", data.pop("parameters", None))
+        data["inputSchema"] = schema if schema is not None else {"type": "object"}
+    try:
+        tool_from_dict(data, where)  # the app's own reading: a name, a schema object
+    except ValueError as exc:
+        raise ToolsetError(str(exc)) from None
+    name = str(data["name"]).strip()
+    data["name"] = name
+    for key in ("inputSchema", "outputSchema"):
+        if key in data and data[key] is not None:
+            problem = schema_problem(data[key], key)
+            if problem:
+                raise ToolsetError(f"tool {name!r}: {problem}")
+    try:
+        return types.Tool.model_validate(data, by_alias=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"]) or "the definition"
+        raise ToolsetError(f"tool {name!r}: {at}: {first['msg']}") from None
+
+
+def declare_all(raw: Iterable[Any], source: str) -> tuple[types.Tool, ...]:
+    tools: list[types.Tool] = []
+    seen: set[str] = set()
+    for number, item in enumerate(raw, 1):
+        if number > MAX_TOOLS:
+            raise ToolsetError(f"{source}: more than {MAX_TOOLS} tools")
+        if not isinstance(item, Mapping):
+            raise ToolsetError(f"{source}: tool {number} must be an object with a name")
+        try:
+            tool = declare(item, f"tool {number}")
+        except ToolsetError as exc:
+            raise ToolsetError(f"{source}: {exc}") from None
+        if tool.name in seen:
+            raise ToolsetError(f"{source}: tool {tool.name!r} is defined twice")
+        seen.add(tool.name)
+        tools.append(tool)
+    if not tools:
+        raise ToolsetError(f"{source}: the tool list is empty")
+    return tuple(tools)
+
+
+def listed_tools(data: Any, source: str) -> list[Any]:
+    """The tool definitions in a parsed tools/list file, as they are written."""
+    if isinstance(data, dict):
+        if isinstance(data.get("error"), dict):
+            message = data["error"].get("message", "unknown error")
+            raise ToolsetError(f"{source}: the saved tools/list answer is an error: {message}")
+        if isinstance(data.get("result"), dict):
+            data = data["result"]
+        if "tools" not in data:
+            raise ToolsetError(
+                f'{source}: expected a list of tools, {{"tools": [...]}} or a tools/list answer'
+            )
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ToolsetError(f"{source}: the tools must be a list")
+    return data
+
+
+def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scenario:
+    """The scenario the MCP domain's prompt is written from, with the declared tools; the
+    output schemas, which the prompt's tool list leaves out, go in its description."""
+    from dataclasses import replace
+
+    tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in declared]
+    prompt_tools = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "inputSchema": t["inputSchema"],
+        }
+        for t in tools
+    ]
+    outputs = [
+        f"- {t['name']} returns a JSON object matching this output schema: "
+        + json.dumps(t["outputSchema"], ensure_ascii=False)
+        for t in tools
+        if "outputSchema" in t
+    ]
+    description = scenario.description
+    if outputs:
+        description = "\n\n".join([description, "\n".join(outputs)]).strip()
+    return replace(
+        scenario, description=description, extras={**scenario.extras, "tools": prompt_tools}
+    )
+
+
+def from_definitions(
+    raw: Iterable[Any],
+    source: str,
+    *,
+    scenario: Scenario | None = None,
+    server_name: str = "",
+    server_version: str = "",
+    instructions: str | None = None,
+) -> Toolset:
+    """An MCP toolset from tool definitions (a file's, a captured server's)."""
+    declared = declare_all(raw, source)
+    base = scenario or Scenario("tools", f"Tools from {source}")
+    return Toolset(
+        get_domain("mcp"),
+        _scenario_with(declared, base),
+        declared,
+        source,
+        server_name=server_name or "agentworld",
+        server_version=server_version,
+        instructions=instructions,
+    )
+
+
+def from_file(path: str | Path, pick: str = "") -> Toolset:
+    """Tools from a tools/list JSON file or an MCP scenario ``.toml``."""
+    file = Path(path)
+    where = str(file)
+    if file.suffix.lower() == ".toml":
+        try:
+            scenario = load_scenario_file(file, pick)
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (ScenarioFileError, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ToolsetError(str(exc)) from None
+        raw = _toml_tools(data, scenario)
+        if raw is None:
+            raise ToolsetError(f"{where}: the scenario has no tools")
+        return from_definitions(raw, where, scenario=scenario)
+    try:
+        if file.stat().st_size > 20_000_000:
+            raise ToolsetError(f"{where}: a tool list is at most 20,000,000 bytes")
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolsetError(f"cannot read {where}: {exc}") from None
+    try:
+        data = read_json(text)
+    except json.JSONDecodeError as exc:
+        raise ToolsetError(
+            f"{where}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    return from_definitions(listed_tools(data, where), where, scenario=Scenario(file.stem, where))
+
+
+def _toml_tools(data: dict[str, Any], scenario: Scenario) -> list[Any] | None:
+    tables = data.get("scenario")
+    if isinstance(tables, list):
+        chosen = [t for t in tables if isinstance(t, dict) and t.get("name") == scenario.name]
+        table = chosen[0] if chosen else next((t for t in tables if isinstance(t, dict)), {})
+    elif isinstance(tables, dict):
+        table = tables
+    else:
+        table = data
+    raw = table.get("tools")
+    if isinstance(raw, list):
+        return raw
+    given = scenario.extras.get("tools")
+    return given if isinstance(given, list) else None
+
+
+def for_domain(name: str, scenario: str = "") -> Toolset:
+    """A domain as an MCP server: its agent tools, from a shipped scenario (by name, the
+    first by default) or a scenario file."""
+    try:
+        domain = get_domain(name)
+    except KeyError as exc:
+        raise ToolsetError(str(exc.args[0])) from None
+    return for_scenario(domain, _pick_scenario(domain.name, scenario))
+
+
+def for_scenario(domain: Domain, scenario: Scenario) -> Toolset:
+    """The tools an agent acting in ``domain`` from ``scenario`` is offered (a tab of the
+    app served as it is)."""
+    if domain.name == "mcp":
+        raw = scenario.extras.get("tools")
+        if not isinstance(raw, list):
+            raise ToolsetError(
+                f"the {scenario.name!r} scenario has no tools: give a tools file, or a "
+                "scenario with tools"
+            )
+        return from_definitions(raw, f"mcp scenario {scenario.name}", scenario=scenario)
+    try:
+        tools = agent_tools(domain, scenario)
+    except ActionError as exc:
+        raise ToolsetError(f"the {scenario.name!r} scenario: {exc}") from None
+    declared = declare_all((t.to_dict() for t in tools), f"the {domain.name} tools")
+    return Toolset(
+        domain,
+        scenario,
+        declared,
+        f"{domain.name} scenario {scenario.name}",
+        server_name=f"agentworld-{domain.name}",
+    )
+
+
+def _pick_scenario(domain: str, wanted: str) -> Scenario:
+    if wanted and (Path(wanted).suffix.lower() in (".toml", ".json", ".txt") or "/" in wanted):
+        try:
+            return load_scenario_file(wanted)
+        except ScenarioFileError as exc:
+            raise ToolsetError(str(exc)) from None
+    scenarios, _problems = load_scenarios(domain)
+    if not wanted:
+        return scenarios[0] if scenarios else Scenario("blank", "Blank")
+    for scenario in scenarios:
+        if scenario.name == wanted:
+            return scenario
+    names = ", ".join(s.name for s in scenarios) or "none"
+    raise ToolsetError(f"no {domain} scenario named {wanted!r}; the scenarios are: {names}")
