@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agentworld_tui.config import sessions_dir
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.library import SessionLibrary
 from agentworld_tui.world.session import Session, new_session
@@ -51,7 +52,7 @@ class SessionFolder:
     """One session file per connection, in ``folder`` (default: the app's sessions folder)."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        self.library = SessionLibrary(folder)
+        self.library = SessionLibrary(folder if folder is not None else sessions_dir())
 
     @property
     def folder(self) -> Path:
