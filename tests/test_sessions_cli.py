@@ -192,3 +192,19 @@ def test_export_help_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "--format {agentworldbench,markdown,json}" in done.stdout
     assert done.stdout.strip().endswith("[]")
+
+
+def test_export_in_a_fresh_process_knows_the_shipped_domains(tmp_path: Path) -> None:
+    # The command line registers the shipped domains itself: a fresh `agentworld export`
+    # (no test fixture has imported them) reads a session file like the app does.
+    session, _ = new_session(get_domain("web"), Scenario("s", "S"))
+    good = tmp_path / "good.json"
+    Workspace([session]).save(good)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", "export", str(good), "--format", "markdown"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# AgentWorld session")
