@@ -128,6 +128,7 @@ def _run(words: list[str]) -> int:
 
     use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
     import agentworld_tui.domains  # noqa: F401  (registers the shipped domains; cheap)
+
     try:
         return int(handler(args))
     except UserError as exc:

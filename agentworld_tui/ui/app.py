@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
@@ -39,6 +40,9 @@ from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace
 
+if TYPE_CHECKING:
+    from agentworld_tui.ui.agent_serving import TabServing
+
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 
 # key, action, description, tooltip; every one has priority (editors cannot swallow them)
@@ -61,6 +65,7 @@ KEYS: list[tuple[str, str, str, str]] = [
     ("f9", "control", "Control", "Inject a perturbation into the next turns"),
     ("f10", "world", "World", "Attach or edit a fictional world"),
     ("f11", "judge", "Judge", "Judge the last turn against a reference"),
+    ("ctrl+b", "agent", "Agent", "Serve this tab to an agent (MCP); watch and steer it"),
     ("alt+right,ctrl+pagedown", "next_tab", "Next tab", "Show the next tab"),
     ("alt+left,ctrl+pageup", "previous_tab", "Previous tab", "Show the previous tab"),
 ]
@@ -120,6 +125,8 @@ class AgentWorldApp(App[int]):
         self.model_ready = asyncio.Event()
         """Set once a turn can be sent: the model is loaded and every tab is built."""
         self._panes: dict[str, DomainPane] = {}
+        self.serving: dict[str, TabServing] = {}
+        """The tabs served to agents, by domain (``ui.agent_serving``)."""
         self._steady_cursor: dict[str, Widget] = {}
 
     # -- what panes and screens use ---------------------------------------------------------
@@ -334,6 +341,11 @@ class AgentWorldApp(App[int]):
 
         judge_last_turn(self)
 
+    async def action_agent(self) -> None:
+        from agentworld_tui.ui.agent_serving import toggle
+
+        await toggle(self)
+
     def action_next_tab(self) -> None:
         self.tabs().query_one(Tabs).action_next_tab()
 
@@ -368,5 +380,15 @@ class AgentWorldApp(App[int]):
                 yield SystemCommand(binding.description, binding.tooltip or "", action)
         yield SystemCommand("Screenshot", "Save the screen as SVG", self.action_screenshot)
 
+    async def on_unmount(self) -> None:
+        if self.serving:  # closed some other way than Ctrl+Q (a test, a signal)
+            from agentworld_tui.ui.agent_serving import end_all
+
+            await end_all(self)
+
     async def action_quit(self) -> None:
+        if self.serving:
+            from agentworld_tui.ui.agent_serving import end_all
+
+            await end_all(self)  # every agent's call is recorded before the last save
         tab_actions.quit(self)

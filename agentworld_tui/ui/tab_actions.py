@@ -20,9 +20,13 @@ if TYPE_CHECKING:
 BUSY = "Stop the running turn first (Esc)."
 
 
-def idle_pane(app: AgentWorldApp) -> DomainPane | None:
-    """The tab on show, when no turn of it runs (else it says so and gives None)."""
+def idle_pane(app: AgentWorldApp, *, agents_too: bool = False) -> DomainPane | None:
+    """The tab on show, when no turn of it runs (else it says so and gives None); with
+    ``agents_too``, also while an agent's call runs in it (what is set applies to its
+    coming calls)."""
     pane = app.active_pane
+    if agents_too and pane is not None and pane.agent is not None and pane.agent.driving:
+        return pane
     if pane is not None and pane.busy:
         app.notify(BUSY, severity="warning")
         return None
@@ -247,7 +251,7 @@ def load_history(app: AgentWorldApp, session: Session | None) -> None:
 def control(app: AgentWorldApp) -> None:
     from agentworld_tui.ui.screens.perturbation_picker import ControlChoice, PerturbationPicker
 
-    pane = idle_pane(app)
+    pane = idle_pane(app, agents_too=True)
     if pane is None:
         return
 
@@ -263,7 +267,7 @@ def control(app: AgentWorldApp) -> None:
 def world(app: AgentWorldApp) -> None:
     from agentworld_tui.ui.screens.world_editor import WorldChoice, WorldEditor
 
-    pane = idle_pane(app)
+    pane = idle_pane(app, agents_too=True)
     if pane is None:
         return
 

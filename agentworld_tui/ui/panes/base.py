@@ -76,6 +76,27 @@ class PaneHost(Protocol):
         ...
 
 
+class AgentLink(Protocol):
+    """An agent acting in the tab (``ui.agent_serving``): while one is connected, its
+    calls are the tab's turns and the person's keys steer it instead of typing actions."""
+
+    @property
+    def driving(self) -> bool:
+        """Whether an agent is connected now."""
+        ...
+
+    def stop(self) -> bool:
+        """Stop the agent's call in progress (generating or held); False when none."""
+        ...
+
+    def session_replaced(self) -> None:
+        """The tab got another session: the agent's connection keeps the old one."""
+        ...
+
+
+DRIVEN = "An agent drives this tab: its calls are the turns here (Ctrl+B to steer it or stop)."
+
+
 class DomainPane(Vertical):
     """One domain's tab."""
 
@@ -83,6 +104,7 @@ class DomainPane(Vertical):
     DomainPane { height: 1fr; }
     DomainPane #scenario-row { height: 1; }
     DomainPane #scenario-line { height: 1; color: $text-muted; padding: 0 1; }
+    DomainPane #agent-line { height: 1; padding: 0 1; background: $boost; }
     DomainPane #pane-body { height: 1fr; }
     DomainPane #main { width: 1fr; }
     DomainPane #screen { height: 1fr; }
@@ -139,6 +161,9 @@ class DomainPane(Vertical):
         self._first_token = 0.0
         self._status_at = 0.0
         self.no_model_lines = 0
+        self.agent: AgentLink | None = None
+        """The agent this tab is served to (None: not served)."""
+        self._redraw_after_turn = False
         """Lines of the "no model" help at the top of the screen (gone once one loads)."""
 
     # -- layout ---------------------------------------------------------------------------
@@ -147,6 +172,7 @@ class DomainPane(Vertical):
         # of its own, the scenario line is left out of the frames of the views below it.
         with Vertical(id="scenario-row", classes="backdrop"):
             yield Static(id="scenario-line")
+        yield Static(id="agent-line", classes="hidden")
         with Horizontal(id="pane-body", classes="backdrop"):
             with Vertical(id="main", classes="backdrop"):
                 yield from self.compose_screen()
@@ -227,6 +253,15 @@ class DomainPane(Vertical):
         # One row whatever it says: no layout of the screen (a turn's end shows it again).
         self.query_one("#scenario-line", Static).update(line, layout=False)
 
+    def show_agent(self, line: Text | None) -> None:
+        """The line under the scenario's while the tab is served to agents (None hides it)."""
+        widget = self.query_one("#agent-line", Static)
+        if line is None:
+            widget.set_class(True, "hidden")
+            return
+        widget.update(line, layout=False)
+        widget.set_class(False, "hidden")
+
     def show_state(self, state: str) -> None:
         if state:
             self.screen_view.append_lines(self.highlight_observation(sanitize(state)))
@@ -280,7 +315,7 @@ class DomainPane(Vertical):
         if self.busy:
             self.show_error("the model is still working on the last action: Esc stops it")
             return False
-        problem = self.host.turn_problem()
+        problem = self.turn_problem()
         if problem:
             self.show_error(problem)
             return False
@@ -292,6 +327,25 @@ class DomainPane(Vertical):
         self.show_error("")
         self._start(run)
         return True
+
+    def turn_problem(self) -> str:
+        """Why the person cannot start a turn in this tab now ("" when they can)."""
+        if self.agent is not None and self.agent.driving:
+            return DRIVEN
+        return self.host.turn_problem()
+
+    def follow(self, run: TurnRun) -> None:
+        """Stream a turn that someone else started in this tab's session (an agent's call)."""
+        self.show_error("")
+        self._start(run)
+
+    def redraw_turns(self) -> None:
+        """Show the session again once the running turn is drawn (an agent's call whose
+        observation changed after it streamed: edited, or never received)."""
+        if self.run is None:
+            self.show_session()
+        else:
+            self._redraw_after_turn = True
 
     def _run_options(self) -> dict[str, object]:
         return {
@@ -326,6 +380,8 @@ class DomainPane(Vertical):
         return self.host.simulator.with_thinking(self.thinking)
 
     def stop(self) -> bool:
+        if self.agent is not None and self.agent.stop():
+            return True
         if self.run is None:
             return False
         self.run.stop()
@@ -341,7 +397,7 @@ class DomainPane(Vertical):
         """Ask again for the last turn; its earlier answer stays among its attempts."""
         if self.busy or not self.session.turns:
             return False
-        problem = self.host.turn_problem()
+        problem = self.turn_problem()
         if problem:
             self.show_error(problem)
             return False
@@ -364,6 +420,10 @@ class DomainPane(Vertical):
     def run_pending(self, turn: Turn) -> bool:
         """Run a turn that a history edit left pending (a regenerated turn, an edited
         action on a new branch): redraw the branch up to it, then stream it as ``send`` does."""
+        problem = self.turn_problem()
+        if problem:
+            self.show_error(problem)
+            return False
         try:
             run = self.host.simulator.resume(self.session, turn, **self._run_options())
         except SimulatorError as exc:
@@ -501,10 +561,15 @@ class DomainPane(Vertical):
         self.show_control()  # a next-turn-only instruction is gone now
         if run.save_error:
             self.show_error(f"Not saved: {run.save_error}")
+        if self._redraw_after_turn:
+            self._redraw_after_turn = False
+            self.show_session()
         self.post_message(self.TurnFinished(self, turn))
 
     # -- session lifecycle --------------------------------------------------------------
     def replace_session(self, session: Session) -> None:
+        if self.agent is not None:
+            self.agent.session_replaced()
         if self.run is not None:
             self.run.stop()
             self.frames.stop()

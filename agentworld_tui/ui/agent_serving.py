@@ -1,0 +1,267 @@
+"""A tab served to an agent: the simulated MCP server inside the app, and the person's
+hand on it.
+
+Ctrl+B serves the tab on show as an MCP server on 127.0.0.1 (``agents.mcp``): its tools
+are the tab's domain as tools (the MCP tab's scenario tools, a terminal's keystrokes...),
+and the agent that connects acts in the tab's own session, one agent at a time. Its calls
+stream in the tab as turns; the person holds, edits and releases observations, stops a
+call, and steers the coming calls with the tab's own perturbation (F9) and world (F10)
+keys. The served session is saved where the app saves the tab.
+
+Everything here runs on the app's event loop, where the server runs too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.css.query import NoMatches
+
+from agentworld_tui.agents.mcp.server import AgentServer, ServerError
+from agentworld_tui.agents.mcp.sessions import OpenSession, SessionUnavailable
+from agentworld_tui.agents.mcp.steering import (
+    HOLD_EVERY,
+    AgentConnection,
+    AgentEvent,
+    CallAnswered,
+    CallRefused,
+    ConnectionClosed,
+    ConnectionOpened,
+    ObservationHeld,
+    TurnStarted,
+)
+from agentworld_tui.agents.mcp.toolset import ToolsetError, for_scenario
+from agentworld_tui.ui.panes.base import DomainPane, one_line
+from agentworld_tui.world.domain import Domain, Scenario
+
+if TYPE_CHECKING:
+    from agentworld_tui.ui.app import AgentWorldApp
+
+TAKEN = "this tab of the app is served to another agent already; one agent at a time"
+HOLD_MODES = {"off": 0, "next": 1, "every": HOLD_EVERY}
+
+
+class TabServing:
+    """One tab served to agents: its server, the agent connected now, what the tab shows."""
+
+    def __init__(self, app: AgentWorldApp, pane: DomainPane) -> None:
+        self.app = app
+        self.pane = pane
+        self.server: AgentServer | None = None
+        self.url = ""
+        self.connection: AgentConnection | None = None
+        """The agent acting in the tab now (None: waiting for one)."""
+        self.agents_seen = 0
+        self.last_refusal = ""
+        self._screen_for: object = None
+        """The held observation a HeldScreen is open for."""
+
+    # -- the pane's AgentLink -----------------------------------------------------------
+    @property
+    def driving(self) -> bool:
+        return self.connection is not None and not self.connection.closed
+
+    def stop(self) -> bool:
+        connection = self.connection
+        if connection is None or self.server is None or not connection.busy:
+            return False
+        return self.server.stop_call(connection.id)
+
+    def session_replaced(self) -> None:
+        self.app.notify(
+            f"The {self.pane.domain.title} tab has a new session: it is no longer served "
+            "to agents (Ctrl+B serves it again).",
+            timeout=8,
+        )
+        self.app.run_worker(self.end(), exclusive=False)
+
+    # -- the SessionStore the server opens connections from -----------------------------
+    def open(self, domain: Domain, scenario: Scenario, title: str) -> OpenSession:
+        if self.driving:
+            raise SessionUnavailable(TAKEN)
+        pane = self.pane
+
+        def save() -> str | None:
+            return self.app.save_session(pane.session)
+
+        return OpenSession(pane.session, save, lambda: None, self.app.workspace.path)
+
+    # -- serving ------------------------------------------------------------------------
+    async def begin(self) -> str:
+        """Start serving; returns the URL, or raises ServerError/ToolsetError."""
+        pane = self.pane
+        toolset = for_scenario(pane.domain, pane.session.scenario)
+        server = AgentServer(self.app.simulator, toolset, sessions=self)
+        server.subscribe(self.on_event)
+        self.url = await server.start("127.0.0.1", 0)
+        self.server = server
+        pane.agent = self
+        self.show()
+        return self.url
+
+    async def end(self) -> None:
+        """Stop serving: a call in progress ends interrupted for its agent, and is kept."""
+        server = self.server
+        if server is None:
+            return
+        self.server = None
+        await server.stop()
+        self.connection = None
+        if self.pane.agent is self:
+            self.pane.agent = None
+        with contextlib.suppress(NoMatches):  # the app is closing: its widgets are gone
+            self.pane.show_agent(None)
+        serving = self.app.serving
+        if serving.get(self.pane.domain.name) is self:
+            del serving[self.pane.domain.name]
+
+    @property
+    def tools(self) -> list[str]:
+        return [tool.name for tool in self.server.toolset.declared] if self.server else []
+
+    @property
+    def hold_mode(self) -> str:
+        hold = self.connection.hold if self.connection is not None else self.next_hold
+        return next((mode for mode, value in HOLD_MODES.items() if value == hold), "next")
+
+    next_hold = 0
+    """What a connection starts with: the person may choose before any agent connects."""
+
+    def set_hold(self, mode: str) -> None:
+        self.next_hold = HOLD_MODES[mode]
+        if self.connection is not None and self.server is not None:
+            count = self.next_hold
+            self.server.hold(self.connection.id, None if count == HOLD_EVERY else count)
+        self.show()
+
+    # -- what happens ---------------------------------------------------------------------
+    def on_event(self, event: AgentEvent) -> None:
+        pane, app = self.pane, self.app
+        if isinstance(event, ConnectionOpened):
+            self.connection = event.connection
+            self.agents_seen += 1
+            if self.next_hold and self.server is not None:
+                every = self.next_hold == HOLD_EVERY
+                self.server.hold(event.connection.id, None if every else self.next_hold)
+                if not every:
+                    self.next_hold = 0  # the agent's next observation, not every agent's
+            app.notify(
+                f"{self.who(event.connection)} connected to the {pane.domain.title} tab.",
+                title="Agent",
+            )
+        elif isinstance(event, TurnStarted):
+            pane.follow(event.run)
+        elif isinstance(event, ObservationHeld):
+            self.offer_held()
+        elif isinstance(event, CallAnswered):
+            agent = event.call.turn.stats.get("agent", {})
+            if "predicted" in agent or event.call.turn.status != "complete":
+                pane.redraw_turns()
+            self.close_held_screen()
+        elif isinstance(event, CallRefused):
+            self.last_refusal = f"{event.tool}: {event.message}"
+        elif isinstance(event, ConnectionClosed) and event.connection is self.connection:
+            self.connection = None
+            self.close_held_screen()
+            app.notify(
+                f"{self.who(event.connection)} left the {pane.domain.title} tab.", title="Agent"
+            )
+        self.show()
+        app.mark_busy()
+
+    def who(self, connection: AgentConnection) -> str:
+        return f"{connection.id} ({connection.client})" if connection.client else connection.id
+
+    def doing(self) -> str:
+        """What the agent's connection is doing, in a few words."""
+        connection = self.connection
+        if connection is None:
+            return "waiting for an agent to connect"
+        call = connection.call
+        calls = f"{connection.calls} call{'s' if connection.calls != 1 else ''}"
+        if connection.refused:
+            calls += f", {connection.refused} refused"
+        now = ""
+        if call is not None and call.state == "running":
+            now = f" · call {call.number} ({one_line(call.tool)[:40]}) running"
+        elif call is not None and call.state == "held":
+            now = f" · call {call.number} held for you"
+        return f"{self.who(connection)} connected · {calls}{now}"
+
+    def show(self) -> None:
+        if self.server is None:
+            return
+        line = Text()
+        line.append("⇄ agent ", style="bold green")
+        line.append(self.doing())
+        if self.hold_mode != "off":
+            line.append(f" · holding {self.hold_mode}", style="bold yellow")
+        line.append(f" · {self.url} · Ctrl+B", style="dim")
+        self.pane.show_agent(line)
+
+    # -- a held observation ---------------------------------------------------------------
+    def offer_held(self) -> None:
+        """Open the held observation for editing when nothing else is open; else say so."""
+        connection = self.connection
+        held = connection.held if connection is not None else None
+        if held is None or self._screen_for is held:
+            return
+        app = self.app
+        if len(app.screen_stack) > 1 or app.active_pane is not self.pane:
+            app.notify(
+                f"{self.who(held.call.connection)}'s observation is held in the "
+                f"{self.pane.domain.title} tab: Ctrl+B there to edit and release it.",
+                title="Agent",
+                timeout=10,
+            )
+            return
+        from agentworld_tui.ui.screens.agent import HeldScreen
+
+        self._screen_for = held
+
+        def done(_result: object) -> None:
+            self._screen_for = None
+            self.show()
+
+        app.push_screen(HeldScreen(self, held), done)
+
+    def close_held_screen(self) -> None:
+        from agentworld_tui.ui.screens.agent import HeldScreen
+
+        stack = self.app.screen_stack
+        screen = stack[-1] if stack else None
+        if isinstance(screen, HeldScreen) and screen.serving is self and screen.held.released:
+            screen.dismiss(None)
+
+
+async def toggle(app: AgentWorldApp) -> None:
+    """Ctrl+B: serve the tab on show (and show how to connect), or steer the agent in it."""
+    from agentworld_tui.ui.screens.agent import AgentScreen
+
+    pane = app.active_pane
+    if pane is None:
+        return
+    serving = app.serving.get(pane.domain.name)
+    if serving is None:
+        serving = TabServing(app, pane)
+        try:
+            await serving.begin()
+        except (ServerError, ToolsetError) as exc:
+            app.notify(f"The tab cannot be served: {exc}", severity="error", timeout=12)
+            return
+        app.serving[pane.domain.name] = serving
+        app.notify(f"Serving the {pane.domain.title} tab to agents at {serving.url}", timeout=6)
+    app.push_screen(AgentScreen(serving))
+
+
+async def end_all(app: AgentWorldApp) -> None:
+    """Stop serving every tab (before the app quits): every agent's call is recorded."""
+    for serving in list(app.serving.values()):
+        await serving.end()
+
+
+def since(connection: AgentConnection) -> str:
+    return time.strftime("%H:%M", time.localtime(connection.since))
