@@ -140,11 +140,14 @@ class GenerationSettings:
 
 @dataclass
 class UISettings:
-    """The app's own options: ``[ui]`` (the wait key's seconds, screenshots, the reasoning panel)."""
+    """The app's own options: ``[ui]`` (the wait key's seconds, screenshots, the reasoning
+    panel, the port Ctrl+B serves a tab to agents on)."""
 
     wait_seconds: float = _bounded(5.0, 0.1, 3600)
     screenshots_dir: str = ""
     show_reasoning: bool = True
+    agent_port: int = _bounded(0, 0, 65535)
+    """The port on 127.0.0.1 the first tab served to agents listens on (0: any free one)."""
 
 
 SECTIONS: dict[str, type[Any]] = {

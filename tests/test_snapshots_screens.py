@@ -235,7 +235,44 @@ async def help_over_os(app: AgentWorldApp, pilot: Any) -> None:
     await pilot.press("f1")
 
 
+async def agent(app: AgentWorldApp, pilot: Any) -> None:
+    """The tab served to an agent (a real server on a free port; the address shown is
+    fixed, since the port differs run to run)."""
+    from agentworld_tui.ui.agent_serving import TabServing
+    from agentworld_tui.ui.screens.agent import AgentScreen
+
+    pane = app.pane_for("terminal")
+    assert pane is not None
+    serving = TabServing(app, pane)
+    await serving.begin()
+    app.serving["terminal"] = serving
+    serving.url = "http://127.0.0.1:8765/mcp"
+    serving.show()
+    app.push_screen(AgentScreen(serving))
+
+
+async def agent_held(app: AgentWorldApp, pilot: Any) -> None:
+    from agentworld_tui.agents.mcp.sessions import OpenSession
+    from agentworld_tui.agents.mcp.steering import AgentCall, AgentConnection, HeldObservation
+    from agentworld_tui.simulator import TurnRun
+    from agentworld_tui.ui.agent_serving import TabServing
+    from agentworld_tui.ui.screens.agent import HeldScreen
+
+    pane = app.pane_for("terminal")
+    assert pane is not None
+    session = played("terminal", ("ls", "README.md  src"))
+    opened = OpenSession(session, lambda: None, lambda: None)
+    connection = AgentConnection("agent-1", "http", "claude-code 2.1.0", opened)
+    run = TurnRun(session, session.turns[0], GenerationParams())
+    call = AgentCall(connection, "send_keystrokes", 1, 1, run)
+    answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    held = HeldObservation(call, "README.md  src\nuser@devbox:~/project$", answer)
+    app.push_screen(HeldScreen(TabServing(app, pane), held))
+
+
 SCREENS: dict[str, tuple[Setup, tuple[int, int]]] = {
+    "agent": (agent, (110, 34)),
+    "agent-held": (agent_held, (110, 30)),
     "sessions": (sessions, (110, 30)),
     "branches": (branches, (110, 30)),
     "action-edit": (action_edit, (110, 30)),

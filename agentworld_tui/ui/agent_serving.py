@@ -96,7 +96,16 @@ class TabServing:
         toolset = for_scenario(pane.domain, pane.session.scenario)
         server = AgentServer(self.app.simulator, toolset, sessions=self)
         server.subscribe(self.on_event)
-        self.url = await server.start("127.0.0.1", 0)
+        port = self.app.settings.ui.agent_port
+        if port and any(s.url.endswith(f":{port}/mcp") for s in self.app.serving.values()):
+            port = 0  # the port asked for is another tab's
+        try:
+            self.url = await server.start("127.0.0.1", port)
+        except ServerError as exc:
+            if not port:
+                raise
+            self.app.notify(f"{exc}; serving on another port instead.", severity="warning")
+            self.url = await server.start("127.0.0.1", 0)
         self.server = server
         pane.agent = self
         self.show()

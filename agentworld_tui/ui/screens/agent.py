@@ -95,6 +95,7 @@ class AgentScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.refresh_state()
+        self.query_one(RadioSet).focus()
         self.set_interval(0.5, self.refresh_state)
 
     def refresh_state(self) -> None:
@@ -159,7 +160,7 @@ class HeldScreen(ModalScreen[None]):
         call = self.held.call
         who = self.serving.who(call.connection)
         with Vertical():
-            yield Label(
+            yield Static(
                 Text(
                     sanitize(
                         f"{who}'s call {call.number} ({call.tool}) is held: the agent gets "
