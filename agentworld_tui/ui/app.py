@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.simulator.workspace import OpenWorkspace
+from agentworld_tui.ui import keys as app_keys
 from agentworld_tui.ui import tab_actions
 from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
@@ -45,61 +46,15 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 
-# key, action, description, tooltip; every one has priority (editors cannot swallow them)
-# and, but for help and quit, acts on the main screen only. The footer shows FOOTER_KEYS
-# only, the same whatever has the focus, within 80 columns; F1 and the palette list all.
-KEYS: list[tuple[str, str, str, str]] = [
-    ("ctrl+r", "retry", "Retry", "Ask again for the last turn"),
-    ("ctrl+g", "answer_now", "Answer now", "End the reasoning and answer"),
-    ("ctrl+t", "toggle_reasoning", "Reasoning", "Show or hide the reasoning"),
-    ("ctrl+u", "raw_output", "Raw output", "The last turn's output as the model wrote it"),
-    ("ctrl+e", "edit_state", "Start state", "Pick a scenario or edit the starting state"),
-    ("ctrl+n", "new_session", "New", "Start this tab afresh (the old one is kept)"),
-    ("ctrl+o", "sessions", "Sessions", "Open, rename or delete saved sessions"),
-    ("f6", "undo", "Undo turn", "Take back the last turn (it stays on a branch)"),
-    ("shift+f6", "redo", "Redo turn", "Bring back the turn undone last"),
-    ("f7", "branches", "Branches", "Switch, regenerate or edit earlier turns"),
-    ("f8", "replay", "Replay", "Open AgentWorldBench trajectories"),
-    ("f3", "models", "Models", "Choose, download or switch the model"),
-    ("f4", "toggle_thinking", "Thinking", "Thinking on/off for this tab"),
-    ("f9", "control", "Control", "Inject a perturbation into the next turns"),
-    ("f10", "world", "World", "Attach or edit a fictional world"),
-    ("f11", "judge", "Judge", "Judge the last turn against a reference"),
-    ("ctrl+b", "agent", "Agent", "Serve this tab to an agent (MCP); watch and steer it"),
-    ("alt+right,ctrl+pagedown", "next_tab", "Next tab", "Show the next tab"),
-    ("alt+left,ctrl+pageup", "previous_tab", "Previous tab", "Show the previous tab"),
-]
-FOOTER_KEYS = {"retry", "branches", "models"}
-TAB_KEYS = [(f"alt+{i}", f"show_tab({i})", DOMAINS.title(n)) for i, n in enumerate(DOMAINS, 1)]
-NARROW = 100
-MAIN_SCREEN_ACTIONS = {action for _, action, _, _ in KEYS} | {"show_tab"}
-
 
 class AgentWorldApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agentworld"
-    BINDINGS = [
-        Binding("escape", "stop", "Stop", tooltip="Stop generating; what came stays"),
-        *(Binding(k, a, d, tooltip=t, show=a in FOOTER_KEYS, priority=True) for k, a, d, t in KEYS),
-        *(
-            Binding(k, a, d, tooltip=f"Show the {d} tab", show=False, priority=True)
-            for k, a, d in TAB_KEYS
-        ),
-        Binding("f12", "screenshot", "Screenshot", tooltip="Save the screen as SVG", show=False),
-        Binding("f1", "help", "Help", tooltip="Keys and commands"),
-        Binding(
-            "ctrl+q",
-            "quit",
-            "Quit",
-            tooltip="Quit (every turn is saved)",
-            show=False,
-            priority=True,
-        ),
-    ]
+    BINDINGS = app_keys.BINDINGS
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The main screen's keys do nothing while a dialog is open (and reach it instead)."""
-        return not (action in MAIN_SCREEN_ACTIONS and len(self.screen_stack) > 1)
+        return not (action in app_keys.MAIN_SCREEN_ACTIONS and len(self.screen_stack) > 1)
 
     def __init__(
         self,
@@ -190,7 +145,7 @@ class AgentWorldApp(App[int]):
     def fit(self, width: int) -> None:
         """Under NARROW columns the reasoning panel waits to be asked for and the footer
         packs its keys tighter."""
-        narrow = width < NARROW
+        narrow = width < app_keys.NARROW
         self.screen_stack[0].set_class(narrow, "-narrow")
         with contextlib.suppress(NoMatches):
             self.screen_stack[0].query_one(Footer).compact = narrow
@@ -290,51 +245,12 @@ class AgentWorldApp(App[int]):
         if pane is not None and not pane.stop():
             pane.show_error("")
 
-    def action_retry(self) -> None:
-        tab_actions.retry(self)
-
-    def action_answer_now(self) -> None:
-        tab_actions.answer_now(self)
-
     def action_toggle_reasoning(self) -> None:
         if self.active_pane is not None:
             self.active_pane.toggle_reasoning()
 
-    def action_raw_output(self) -> None:
-        tab_actions.raw_output(self)
-
-    def action_edit_state(self) -> None:
-        tab_actions.edit_state(self)
-
-    def action_new_session(self) -> None:
-        tab_actions.new_session(self)
-
-    def action_sessions(self) -> None:
-        tab_actions.sessions(self)
-
-    def action_undo(self) -> None:
-        tab_actions.undo(self)
-
-    def action_redo(self) -> None:
-        tab_actions.redo(self)
-
-    def action_branches(self) -> None:
-        tab_actions.branches(self)
-
-    def action_replay(self) -> None:
-        tab_actions.replay(self)
-
     def action_models(self) -> None:
         self.loading.pick()
-
-    def action_toggle_thinking(self) -> None:
-        tab_actions.toggle_thinking(self)
-
-    def action_control(self) -> None:
-        tab_actions.control(self)
-
-    def action_world(self) -> None:
-        tab_actions.world(self)
 
     def action_judge(self) -> None:
         from agentworld_tui.ui.judging import judge_last_turn
@@ -357,15 +273,12 @@ class AgentWorldApp(App[int]):
         if 1 <= number <= len(names):
             self.show_tab(names[number - 1])
 
-    def action_screenshot(self) -> None:
-        tab_actions.screenshot(self)
-
     def action_help(self) -> None:
         from agentworld_tui.ui.screens.help import HelpScreen, key_table
 
         keys = [b for b in self.BINDINGS if not b.action.startswith("show_tab")]  # type: ignore[union-attr]
         rows = key_table(keys, self.active_pane)
-        rows.append((f"Alt+1 … Alt+{len(TAB_KEYS)}", "Show the tab at that place"))
+        rows.append((f"Alt+1 … Alt+{len(app_keys.TAB_KEYS)}", "Show the tab at that place"))
         self.push_screen(HelpScreen(rows))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
@@ -392,3 +305,16 @@ class AgentWorldApp(App[int]):
 
             await end_all(self)  # every agent's call is recorded before the last save
         tab_actions.quit(self)
+
+
+def _delegated(name: str) -> Callable[[AgentWorldApp], None]:
+    def action(app: AgentWorldApp) -> None:
+        getattr(tab_actions, name)(app)
+
+    action.__name__ = f"action_{name}"
+    action.__doc__ = getattr(tab_actions, name).__doc__
+    return action
+
+
+for _name in app_keys.TAB_ACTIONS:
+    setattr(AgentWorldApp, f"action_{_name}", _delegated(_name))
