@@ -186,3 +186,21 @@ async def test_a_perturbation_picked_with_f9_goes_with_the_agents_next_call(
         assert picked and picked in turn["control"]
         assert turn["control"] in turn["user_message"]
         assert pane(app).session.control is None  # for the next call only
+
+
+async def test_a_new_session_in_the_tab_stops_serving_it(ls_model: Path) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 60)
+        serving = await serve_tab(app, pilot)
+        await pilot.press("escape")
+        url = serving.url
+        await asyncio.wait_for(call(url, "ls\n"), 30)
+        await wait_for(pilot, lambda: not serving.driving)
+        await wait_for(pilot, lambda: not pane(app).busy)  # the turn's last frame is drawn
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: "terminal" not in app.serving)
+        assert pane(app).agent is None and not pane(app).session.turns
+        with pytest.raises(BaseException) as failed:  # nothing listens there any more
+            await asyncio.wait_for(call(url, "ls\n"), 10)
+        assert "All connection attempts failed" in messages(failed.value)
