@@ -202,3 +202,24 @@ def test_bounds_leave_a_real_template_unchanged(source: str) -> None:
     }
     expected = plain.from_string(source).render(**values)
     assert ChatTemplate(source).render(conversation) == expected
+
+
+def test_loading_a_model_never_compiles_its_template_outside_the_bounds(
+    scripted_model: Callable[..., Any], llama_engine: Callable[..., Any]
+) -> None:
+    # llama-cpp-python compiles every chat template of the file as it loads, for a chat
+    # API the engine never uses; Jinja's compiler folds constants, so this one would
+    # build its 200 MB string at load. The engine's own bounded template refuses it at
+    # render time instead.
+    import tracemalloc
+
+    model = scripted_model(SCRIPT, chat_template="{{ '' | center(200000000) }}")
+    tracemalloc.start()
+    try:
+        engine = llama_engine(model)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50_000_000, f"{peak:,} bytes allocated in Python while loading"
+    _done, turn = a_turn(engine, GenerationControl())
+    assert turn.status == "error" and "tried to build a text of more than" in turn.note

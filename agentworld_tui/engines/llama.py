@@ -98,6 +98,43 @@ class _StderrToLog(io.TextIOBase):
         return len(text)
 
 
+class _UnusedChatFormatter:
+    """Stands in for llama-cpp-python's ``Jinja2ChatFormatter`` while a model loads.
+
+    ``Llama()`` compiles every chat template in the file for its own chat API, which the
+    engine never calls (prompts are rendered by ``engines.template``, within bounds), and
+    Jinja's compiler folds constant expressions: ``{{ '' | center(300000000) }}`` would
+    build its string at load, unbounded. This formatter compiles nothing; a call of the
+    chat API it stands behind says why it is not there.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def to_chat_handler(self) -> Any:
+        def handler(*args: object, **kwargs: object) -> Any:
+            raise RuntimeError("agentworld renders chat prompts itself (engines.template)")
+
+        return handler
+
+
+@contextlib.contextmanager
+def _templates_left_uncompiled() -> Iterator[None]:
+    import llama_cpp.llama_chat_format as chat_format
+
+    # tests/test_template_bounds.py fails if llama-cpp-python stops looking it up here.
+    with _LOADING:  # two engines loading at once must not restore each other's stand-in
+        real = chat_format.Jinja2ChatFormatter
+        chat_format.Jinja2ChatFormatter = _UnusedChatFormatter  # type: ignore[assignment,misc]
+        try:
+            yield
+        finally:
+            chat_format.Jinja2ChatFormatter = real  # type: ignore[misc]
+
+
+_LOADING = threading.Lock()
+
+
 def check_gguf(path: Path) -> None:
     """Refuse a missing, non-GGUF or truncated file with a clear message before llama.cpp."""
     if not path.exists():
@@ -288,7 +325,6 @@ class LlamaEngine:
         check_gguf(self.model_path)
         say("starting llama.cpp")
         import llama_cpp
-        from jinja2 import TemplateError
 
         route_native_logs()
         from agentworld_tui.engines.threads import physical_cores
@@ -306,7 +342,7 @@ class LlamaEngine:
         # /dev/null while loading, which would blank the running app's own screen; the
         # native log goes to the log file instead, and Python-side prints are caught here.
         try:
-            with contextlib.redirect_stderr(_StderrToLog()):
+            with contextlib.redirect_stderr(_StderrToLog()), _templates_left_uncompiled():
                 llm = llama_cpp.Llama(
                     model_path=str(self.model_path),
                     n_ctx=n_ctx,
@@ -319,8 +355,6 @@ class LlamaEngine:
                 )
         except (ValueError, RuntimeError, OSError) as exc:
             raise EngineError(self._load_failure(str(exc), n_ctx)) from exc
-        except TemplateError as exc:  # llama-cpp-python compiles the file's templates
-            raise EngineError(f"the model's chat template does not compile: {exc}") from exc
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
         self._gpu_layers = (self._n_layer + 1 if gpu_layers < 0 else gpu_layers) if offload else 0
         purely_recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model))
