@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ggufgen import write_scripted_model
 from mcp import Client
-from test_app import LS_SCRIPT, long_reasoning, make_app, pane, wait_for
+from test_app import _isolated, long_reasoning, ls_model, make_app, pane, wait_for
 from textual.widgets import Static
 
 from agentworld_tui.ui.agent_serving import TabServing
@@ -19,19 +19,10 @@ from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.ui.screens.agent import AgentScreen, HeldScreen
 from agentworld_tui.ui.widgets.editor import Editor
 
+__all__ = ["_isolated", "ls_model"]  # fixtures from test_app: config and data in tmp_path
+
 PREDICTED = "user@devbox:~/project$ ls\nREADME.md  src\nuser@devbox:~/project$"
 EDITED = "user@devbox:~/project$ ls\nls: cannot open directory '.': Permission denied"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(tmp_path / "data"))
-
-
-@pytest.fixture(scope="module")
-def ls_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_scripted_model(tmp_path_factory.mktemp("m") / "ls.gguf", LS_SCRIPT)
 
 
 @pytest.fixture(scope="module")
