@@ -976,3 +976,29 @@ async def test_huge_answers_stay_responsive(tmp_path: Path, newline: bool) -> No
         await pilot.press(*"echo hi")  # the prompt line still takes keys at once
         await pilot.pause()
         assert app.query_one("#keystrokes").value == "echo hi"
+
+
+async def test_the_palette_lists_every_key_and_runs_a_tab_key() -> None:
+    from textual.widgets import OptionList
+
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+
+        async def options(query: str) -> list[str]:
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "CommandPalette")
+            await pilot.press(*query)
+            found = app.screen.query_one(OptionList)
+            await wait_for(pilot, lambda: found.option_count > 0)
+            await pilot.pause(0.3)
+            return [str(found.get_option_at_index(i).prompt) for i in range(found.option_count)]
+
+        shown = await options("screensh")
+        assert sum("Screenshot" in o for o in shown) == 1, shown
+        await pilot.press("escape")
+        assert any("Help" in o for o in await options("help"))
+        await pilot.press("escape")
+        assert any("Show the Android tab" in o for o in await options("show the andr"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.tabs().active == "tab-android")

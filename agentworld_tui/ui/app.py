@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -289,8 +290,10 @@ class AgentWorldApp(App[int]):
                 yield command
         for binding in self.BINDINGS:
             if isinstance(binding, Binding) and binding.action not in ("quit", "screenshot"):
-                action = getattr(self, f"action_{binding.action}")
-                yield SystemCommand(binding.description, binding.tooltip or "", action)
+                # run_action: an action with arguments (``show_tab(2)``) is a string to parse
+                action = functools.partial(self.run_action, binding.action)
+                title = binding.tooltip if binding.action.startswith("show_tab") else None
+                yield SystemCommand(title or binding.description, binding.tooltip or "", action)
         yield SystemCommand("Screenshot", "Save the screen as SVG", self.action_screenshot)
 
     async def on_unmount(self) -> None:
