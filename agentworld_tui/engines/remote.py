@@ -32,14 +32,17 @@ A remote server cannot be made to stop reasoning and answer mid-stream (that nee
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
 requests and reasoning budgets are ignored.
 
+The engine makes one client at first use and closes it on ``unload``: a pool of
+connections that every request and thread shares (a client for each request cost more CPU
+than the request itself once hundreds ran at once).
+
 The API key is read from the environment variable named by ``api_key_env`` each time a
-request is made and handed to a client that lives only for that request: it is never
-kept on the engine, so it cannot reach settings, sessions, exports or logs.
+request is made and put in that request's headers only: neither the engine nor its client
+keeps it, so it cannot reach settings, sessions, exports or logs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -72,6 +75,7 @@ from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.splitter import ObservationSplitter
 
 if TYPE_CHECKING:
+    import httpx2
     import openai
     from openai.types.chat import ChatCompletionChunk
 
@@ -379,6 +383,20 @@ class RemoteEngine:
         self._chars_per_token = CHARS_PER_TOKEN
         self._server_tokenizes = True
         self._dropped: set[str] = set()
+        self._api: openai.OpenAI | None = None
+        """The client, from first use to ``unload``; it holds no key."""
+        self._api_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The settings and what was learnt of the server; a copy makes its own client."""
+        state = self.__dict__.copy()
+        state["_api"] = None
+        del state["_api_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._api_lock = threading.Lock()
 
     # -- the protocol ------------------------------------------------------------------
     @property
@@ -413,28 +431,11 @@ class RemoteEngine:
             raise EngineError(f"invalid server URL {self.url!r}: give one like http://host:8000/v1")
         self._check_key()
         say(f"connecting to {self.where}")
-        with self._client(self.timeout) as client:
-            try:
-                page = client.models.list(extra_headers=self._auth_headers())
-                served = list(page.data)
-            except Exception as exc:
-                import openai
-
-                if isinstance(exc, openai.NotFoundError) and self.requested_model:
-                    log.warning(
-                        "%s does not list its models; using %s",
-                        self.where,
-                        _shown_model(self._model),
-                    )
-                    served = []
-                else:
-                    raise EngineError(self._describe(exc, "listing the models")) from None
-            names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
-            self._model = self._choose_model(names)
-            chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
-            reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
-            if not reported:
-                reported = self._llama_server_ctx(client)
+        try:
+            reported = self._connect()
+        except BaseException:
+            self._close_client()  # no unload comes for an engine that did not load
+            raise
         self._ctx_from_server = bool(reported)
         self._n_ctx = reported
         self._loaded = True
@@ -447,8 +448,36 @@ class RemoteEngine:
         )
         say("ready")
 
+    def _connect(self) -> int:
+        """Choose the model; the context size the server reports (0 if none)."""
+        client = self._client()
+        try:
+            page = client.models.list(
+                extra_headers=self._auth_headers(), timeout=self._timeout(self.timeout)
+            )
+            served = list(page.data)
+        except Exception as exc:
+            import openai
+
+            if isinstance(exc, openai.NotFoundError) and self.requested_model:
+                log.warning(
+                    "%s does not list its models; using %s",
+                    self.where,
+                    _shown_model(self._model),
+                )
+                served = []
+            else:
+                raise EngineError(self._describe(exc, "listing the models")) from None
+        names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
+        self._model = self._choose_model(names)
+        chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
+        reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
+        return reported or self._llama_server_ctx(client)
+
     def unload(self) -> None:
+        """Forget the connection and close the client (a later ``load`` makes another)."""
         self._loaded = False
+        self._close_client()
 
     def count_tokens(self, text: str) -> int:
         """An estimate: characters over a ratio recalibrated from the server's counts."""
@@ -585,7 +614,6 @@ class RemoteEngine:
             "max_tokens": max_tokens,
             **{k: v for k, v in optional.items() if k not in self._dropped},
             "extra_body": {k: v for k, v in extra.items() if k not in self._dropped},
-            "extra_headers": self._auth_headers(),
         }
         return request
 
@@ -621,13 +649,10 @@ class RemoteEngine:
         # timeouts are only a backstop that lets a reader blocked on a silent or
         # trickling server end on its own.
         backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
-        client = self._client(backstop)
-        try:
-            stream = client.chat.completions.create(**request)
-        except BaseException:
-            client.close()
-            raise
-        return _ClosingStream(stream, client)
+        stream = self._client().chat.completions.create(
+            **request, extra_headers=self._auth_headers(), timeout=self._timeout(backstop)
+        )
+        return _ClosingStream(stream)
 
     def _deltas(
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
@@ -737,13 +762,15 @@ class RemoteEngine:
         root = self.base_url.removesuffix("/v1")
         body = {"model": self._model, "messages": messages, "add_generation_prompt": True}
         try:
-            with self._client(CONNECT_TIMEOUT_S) as client:
-                reply = client.post(
-                    root + "/tokenize",
-                    cast_to=object,
-                    body=body,
-                    options={"headers": self._auth_headers()},
-                )
+            reply = self._client().post(
+                root + "/tokenize",
+                cast_to=object,
+                body=body,
+                options={
+                    "headers": self._auth_headers(),
+                    "timeout": self._timeout(CONNECT_TIMEOUT_S),
+                },
+            )
         except Exception as exc:
             log.info(
                 "%s has no usable /tokenize (%s); estimating prompt sizes",
@@ -764,7 +791,9 @@ class RemoteEngine:
         root = self.base_url.removesuffix("/v1")
         try:
             props = client.get(
-                root + "/props", cast_to=object, options={"headers": self._auth_headers()}
+                root + "/props",
+                cast_to=object,
+                options={"headers": self._auth_headers(), "timeout": self._timeout(self.timeout)},
             )
         except Exception:
             return 0
@@ -800,33 +829,52 @@ class RemoteEngine:
             )
 
     def _auth_headers(self) -> dict[str, Any]:
-        """With no key, the Authorization header is left out entirely."""
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            return {}
+        """The headers that carry the key, read now; every request sends them. With no
+        key, the Authorization header is left out entirely."""
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if key:
+            return {"Authorization": f"Bearer {key}"}
         import openai
 
         return {"Authorization": openai.Omit()}
 
-    def _client(self, read_timeout: float) -> openai.OpenAI:
-        """A client for one request: the key lives in it, and it is closed after use.
-
-        Its replies are bounded in size, and those other than the answer's stream in time.
-        """
+    @staticmethod
+    def _timeout(read_timeout: float) -> httpx2.Timeout:
+        """A request's timeouts; its read timeout also bounds the time a reply other than
+        the answer's stream may take (``bounded_http``)."""
         import httpx2
-        import openai
 
-        from agentworld_tui.engines.bounded_http import bounded_client
+        return httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
 
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
-        timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
-        http = bounded_client(timeout, deadline_s=read_timeout)
-        return openai.OpenAI(
-            base_url=self.base_url,
-            api_key=key or "no-key",  # never sent: _auth_headers leaves the header out
-            timeout=timeout,
-            max_retries=0,
-            http_client=http,
-        )
+    def _client(self) -> openai.OpenAI:
+        """The engine's client: made at first use, shared by every request and thread
+        (a pool of connections), closed by ``unload``.
+
+        It holds no key: each request sends its own (``_auth_headers``). Its replies are
+        bounded in size, and those other than the answer's stream in time (the request's
+        read timeout).
+        """
+        with self._api_lock:
+            if self._api is None:
+                import openai
+
+                from agentworld_tui.engines.bounded_http import bounded_client
+
+                timeout = self._timeout(self.timeout)
+                self._api = openai.OpenAI(
+                    base_url=self.base_url,
+                    api_key="no-key",  # never sent: every request names its own header
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=bounded_client(timeout),
+                )
+            return self._api
+
+    def _close_client(self) -> None:
+        with self._api_lock:
+            client, self._api = self._api, None
+        if client is not None:
+            client.close()
 
     # -- errors ----------------------------------------------------------------------------
     def _silent(self, seconds: float, *, streaming: bool) -> str:
@@ -910,11 +958,13 @@ class RemoteEngine:
 
 
 class _ClosingStream:
-    """A stream that closes its one-request client when it is closed or exhausted."""
+    """A stream that, closed before its end, ends its connection at once: closing it alone
+    leaves a read that another thread is blocked in waiting for the server's next byte,
+    and the server working on (or holding a slot for) an answer nobody reads. A stream
+    that has ended leaves its connection to the pool."""
 
-    def __init__(self, stream: Any, client: openai.OpenAI) -> None:
+    def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._client = client
 
     def __iter__(self) -> Iterator[ChatCompletionChunk]:
         try:
@@ -923,20 +973,7 @@ class _ClosingStream:
             self.close()
 
     def close(self) -> None:
-        _shut_down(self._stream)
-        try:
-            self._stream.close()
-        finally:
-            self._client.close()
+        from agentworld_tui.engines.bounded_http import interrupt
 
-
-def _shut_down(stream: Any) -> None:
-    """End the connection under ``stream`` at once: closing it alone leaves a read that
-    another thread is blocked in waiting for the server's next byte, and the server
-    working on (or holding a slot for) an answer nobody reads."""
-    extensions = getattr(getattr(stream, "response", None), "extensions", None)
-    network = extensions.get("network_stream") if isinstance(extensions, dict) else None
-    sock = network.get_extra_info("socket") if network is not None else None
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+        interrupt(getattr(self._stream, "response", None))
+        self._stream.close()
