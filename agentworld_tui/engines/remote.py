@@ -596,6 +596,7 @@ class RemoteEngine:
     def _request(
         self, messages: list[Message], params: GenerationParams, max_tokens: int
     ) -> dict[str, Any]:
+        """The request's body, as sent: plain JSON values only (see ``_open_stream``)."""
         optional: dict[str, Any] = {
             "stream_options": {"include_usage": True},
             "top_p": params.top_p,
@@ -612,8 +613,7 @@ class RemoteEngine:
             "stream": True,
             "temperature": params.temperature,
             "max_tokens": max_tokens,
-            **{k: v for k, v in optional.items() if k not in self._dropped},
-            "extra_body": {k: v for k, v in extra.items() if k not in self._dropped},
+            **{k: v for k, v in {**optional, **extra}.items() if k not in self._dropped},
         }
         return request
 
@@ -648,9 +648,22 @@ class RemoteEngine:
         # The stream's pauses are timed by the consumer (``stream``); the client's own
         # timeouts are only a backstop that lets a reader blocked on a silent or
         # trickling server end on its own.
+        #
+        # The body goes as it is, not through ``chat.completions.create``: that checks
+        # and converts every field of every message against the API's types, which cost
+        # more CPU than all the rest of a request with a long history, and the body here
+        # is plain JSON already (strings, numbers, flat dicts).
+        import openai
+        from openai.types.chat import ChatCompletionChunk
+
         backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
-        stream = self._client().chat.completions.create(
-            **request, extra_headers=self._auth_headers(), timeout=self._timeout(backstop)
+        stream = self._client().post(
+            "/chat/completions",
+            cast_to=object,
+            body=request,
+            options={"headers": self._auth_headers(), "timeout": self._timeout(backstop)},
+            stream=True,
+            stream_cls=openai.Stream[ChatCompletionChunk],
         )
         return _ClosingStream(stream)
 
