@@ -77,7 +77,6 @@ from agentworld_tui.world.splitter import ObservationSplitter
 if TYPE_CHECKING:
     import httpx2
     import openai
-    from openai.types.chat import ChatCompletionChunk
 
 log = logging.getLogger("agentworld.remote")
 
@@ -224,11 +223,11 @@ class _Counts:
             self.reasoning_pieces += 1
 
     def report(self, usage: Any) -> None:
-        completion = _int(getattr(usage, "completion_tokens", 0))
+        completion = _int(_field(usage, "completion_tokens"))
         if completion:
             self.reported = completion
-            details = getattr(usage, "completion_tokens_details", None)
-            self.reported_reasoning = _int(getattr(details, "reasoning_tokens", 0))
+            details = _field(usage, "completion_tokens_details")
+            self.reported_reasoning = _int(_field(details, "reasoning_tokens"))
 
     @property
     def generated(self) -> int:
@@ -257,26 +256,36 @@ class _Counts:
 def _reasoning_field(delta: Any) -> str | None:
     """The delta's reasoning (``reasoning_content``, or newer vLLM's ``reasoning``): None
     when it has neither field as text, "" when the server sent an empty one."""
-    texts = [getattr(delta, name, None) for name in ("reasoning_content", "reasoning")]
+    texts = [_field(delta, name) for name in ("reasoning_content", "reasoning")]
     given = [text for text in texts if isinstance(text, str)]
     if not given:
         return None
     return next((text for text in given if text), "")
 
 
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` when ``value`` is a JSON object that has it, else None."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
     """The first choice's delta and finish reason, and the usage, whatever the chunk's shape.
 
-    The client builds chunks without validating them, so a server may put anything in any
-    field; what is not of the expected shape counts as absent.
+    A chunk is the JSON value the server sent, unchecked (building the SDK's objects for
+    every chunk cost more CPU than reading them), so a server may put anything in any
+    field: what is not of the expected shape counts as absent.
     """
-    usage = getattr(chunk, "usage", None)
-    choices = getattr(chunk, "choices", None)
+    usage = _field(chunk, "usage")
+    choices = _field(chunk, "choices")
     if not isinstance(choices, list) or not choices:
         return None, None, usage
     choice = choices[0]
-    finish = getattr(choice, "finish_reason", None)
-    return getattr(choice, "delta", None), finish if isinstance(finish, str) else None, usage
+    finish = _field(choice, "finish_reason")
+    return _field(choice, "delta"), finish if isinstance(finish, str) else None, usage
+
+
+_Chunk = object
+"""A chunk of the answer's stream: the JSON value of one event."""
 
 
 class _End:
@@ -292,16 +301,14 @@ class _ChunkReader:
 
     def __init__(self, open_stream: Callable[[], Any]) -> None:
         self._open_stream = open_stream
-        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue(
-            READ_AHEAD
-        )
+        self._items: queue.Queue[_Chunk | BaseException | _End] = queue.Queue(READ_AHEAD)
         self._closed = threading.Event()
         self._stream: Any = None
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="remote-stream", daemon=True)
         self._thread.start()
 
-    def get(self, timeout: float) -> ChatCompletionChunk | BaseException | _End | None:
+    def get(self, timeout: float) -> _Chunk | BaseException | _End | None:
         try:
             return self._items.get(timeout=timeout)
         except queue.Empty:
@@ -317,7 +324,7 @@ class _ChunkReader:
             except Exception:  # closing a response another thread reads may fail; fine
                 log.debug("closing the stream failed", exc_info=True)
 
-    def _put(self, item: ChatCompletionChunk | BaseException | _End) -> bool:
+    def _put(self, item: _Chunk | BaseException | _End) -> bool:
         """Queue ``item`` once there is room; False (and dropped) once closed."""
         while not self._closed.is_set():
             try:
@@ -587,8 +594,8 @@ class RemoteEngine:
                 stop = _STOP_REASONS.get(finish, "eos")
         if error:
             log.warning("remote turn failed: %s", error)
-        if _int(getattr(usage, "prompt_tokens", 0)):
-            self._calibrate(prompt_chars, int(usage.prompt_tokens))
+        if _int(_field(usage, "prompt_tokens")):
+            self._calibrate(prompt_chars, _int(_field(usage, "prompt_tokens")))
         yield from self._flush(splitter, counts)
         yield self._finish(splitter, counts, started, estimate, usage, stop, error)
 
@@ -653,8 +660,9 @@ class RemoteEngine:
         # and converts every field of every message against the API's types, which cost
         # more CPU than all the rest of a request with a long history, and the body here
         # is plain JSON already (strings, numbers, flat dicts).
+        # Chunks come as the JSON the server sent (``_read_chunk``); an error event in the
+        # stream still raises the SDK's APIError.
         import openai
-        from openai.types.chat import ChatCompletionChunk
 
         backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
         stream = self._client().post(
@@ -663,7 +671,7 @@ class RemoteEngine:
             body=request,
             options={"headers": self._auth_headers(), "timeout": self._timeout(backstop)},
             stream=True,
-            stream_cls=openai.Stream[ChatCompletionChunk],
+            stream_cls=openai.Stream[object],
         )
         return _ClosingStream(stream)
 
@@ -672,7 +680,7 @@ class RemoteEngine:
     ) -> Iterator[EngineEvent]:
         field = _reasoning_field(delta)
         reasoning = field or ""
-        content = getattr(delta, "content", None)
+        content = _field(delta, "content")
         content = content if isinstance(content, str) else ""
         shown = ""
         if field is not None and (reasoning or not counts.content_pieces):
@@ -719,15 +727,15 @@ class RemoteEngine:
         ``"<think>" + reasoning + "</think>" + content``.
         """
         split = splitter.finish()[0]
-        prompt = _int(getattr(usage, "prompt_tokens", 0)) or estimate
+        prompt = _int(_field(usage, "prompt_tokens")) or estimate
         evaluated = prompt
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None)
+        details = _field(usage, "prompt_tokens_details")
+        cached = _field(details, "cached_tokens")
         if isinstance(cached, int) and 0 <= cached <= prompt:
             evaluated = prompt - cached
-        generated = _int(getattr(usage, "completion_tokens", 0)) or counts.generated
-        completion_details = getattr(usage, "completion_tokens_details", None)
-        reasoning = _int(getattr(completion_details, "reasoning_tokens", 0)) or counts.reasoning
+        generated = _int(_field(usage, "completion_tokens")) or counts.generated
+        completion_details = _field(usage, "completion_tokens_details")
+        reasoning = _int(_field(completion_details, "reasoning_tokens")) or counts.reasoning
         rate = 0.0
         if counts.first_at is not None and counts.last_at is not None and generated > 1:
             span = counts.last_at - counts.first_at
@@ -979,7 +987,7 @@ class _ClosingStream:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
-    def __iter__(self) -> Iterator[ChatCompletionChunk]:
+    def __iter__(self) -> Iterator[_Chunk]:
         try:
             yield from self._stream
         finally:
