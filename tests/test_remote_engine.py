@@ -451,6 +451,26 @@ def test_api_key_from_the_environment(server: FaultServer, monkeypatch: pytest.M
     assert finished(collect(engine)).error == ""
 
 
+@pytest.mark.parametrize("bad", ["\n", " x", "\x7f", "é", "\t"])
+def test_a_key_a_header_cannot_carry_is_refused_unshown(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """The HTTP client's error quotes an illegal header whole, key and all, and the error
+    is shown and logged: such a key never reaches it."""
+    secret = "sk-do-not-show-5521"
+    monkeypatch.setenv("WORLD_KEY", secret + bad)
+    engine = RemoteEngine(server.url, api_key_env="WORLD_KEY")
+    with pytest.raises(EngineError, match="cannot carry") as refused:
+        engine.load()
+    assert secret not in str(refused.value)
+    monkeypatch.setenv("WORLD_KEY", secret)
+    engine.load()
+    monkeypatch.setenv("WORLD_KEY", secret + bad)  # changed between turns
+    done = finished(collect(engine))
+    assert "cannot carry" in done.error and secret not in done.error
+    assert not server.chat_requests()
+
+
 def test_api_key_never_kept(
     server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

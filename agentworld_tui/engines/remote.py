@@ -848,11 +848,24 @@ class RemoteEngine:
                 f"the environment variable {self.api_key_env} (named by --api-key-env) is "
                 "not set or empty: export it with the server's API key"
             )
+        self._key()
+
+    def _key(self) -> str:
+        """The key, read now ("" for none); one that a header cannot carry is refused
+        without showing it (the HTTP client's error would quote the header whole)."""
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if not all("!" <= c <= "~" for c in key):
+            raise EngineError(
+                f"the environment variable {self.api_key_env} (named by --api-key-env) holds "
+                "characters an HTTP header cannot carry (a line break, a space, a control or "
+                "non-ASCII character): export the key alone"
+            )
+        return key
 
     def _auth_headers(self) -> dict[str, Any]:
         """The headers that carry the key, read now; every request sends them. With no
         key, the Authorization header is left out entirely."""
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        key = self._key()
         if key:
             return {"Authorization": f"Bearer {key}"}
         import openai
@@ -916,6 +929,8 @@ class RemoteEngine:
 
         from agentworld_tui.engines.bounded_http import ReplyRefused
 
+        if isinstance(exc, EngineError):  # already one line that says what to do
+            return str(exc)
         where = self.where
         kept = "; the partial output is kept" if doing == STREAMING else ""
         refused = next((c for c in _causes(exc) if isinstance(c, ReplyRefused)), None)
