@@ -43,6 +43,7 @@ keeps it, so it cannot reach settings, sessions, exports or logs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -87,7 +88,7 @@ PROMPT_MARGIN = 1.15
 """Head-room on an estimated prompt size when capping max_tokens to the context."""
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
-"""How often a waiting stream looks at the cancel request."""
+"""How often the cancel requests of waiting streams are looked at."""
 STREAMING = "streaming the answer"
 LONGEST_TOKEN_CHARS = 256
 """More characters than any token of a real vocabulary holds."""
@@ -292,29 +293,100 @@ class _End:
     """The server ended the stream."""
 
 
+class _Wake:
+    """Nothing arrived: look at the cancel request (``_CancelWatch``)."""
+
+
+_WAKE = _Wake()
+
+
+class _CancelWatch:
+    """Wakes the stream of a generation that was cancelled.
+
+    One thread looks at the cancel requests of all the streams waiting for a server,
+    every ``POLL_S``, while there are any. Each stream waking itself that often to look
+    cost a fifth of the process's CPU with a few hundred streams waiting at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[object, tuple[Any, Callable[[], None]]] = {}
+        self._running = False
+
+    def watch(self, key: object, control: Any, wake: Callable[[], None]) -> None:
+        """Call ``wake`` once, soon after ``control`` is cancelled (until ``forget``)."""
+        with self._lock:
+            self._watched[key] = (control, wake)
+            if not self._running:
+                self._running = True
+                thread = threading.Thread(target=self._run, name="remote-cancels", daemon=True)
+                thread.start()
+
+    def forget(self, key: object) -> None:
+        with self._lock:
+            self._watched.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(POLL_S)
+            with self._lock:
+                if not self._watched:
+                    self._running = False
+                    return
+                woken = [key for key, (control, _) in self._watched.items() if _cancelled(control)]
+                wakes = [self._watched.pop(key)[1] for key in woken]
+            for wake in wakes:
+                try:
+                    wake()
+                except Exception:  # a stream that cannot be woken looks at its next chunk
+                    log.debug("waking a cancelled stream failed", exc_info=True)
+
+
+def _cancelled(control: Any) -> bool:
+    try:
+        return bool(control.cancelled)
+    except Exception:  # a broken control cannot stop the watch for every other stream
+        log.debug("reading a cancel request failed", exc_info=True)
+        return False
+
+
+_CANCELS = _CancelWatch()
+
+
 class _ChunkReader:
     """Reads the stream on its own thread, so a waiting stream can be cancelled at once.
 
-    The consumer polls ``get``; ``close`` stops reading and closes the response, and a
-    reader blocked on the network finishes on its own at the next byte or timeout.
+    The consumer waits in ``get``, woken by a chunk, the end, an error, or (with
+    ``control``) the generation's cancel request; ``close`` stops reading and closes the
+    response, and a reader blocked on the network finishes on its own at the next byte
+    or timeout.
     """
 
-    def __init__(self, open_stream: Callable[[], Any]) -> None:
+    def __init__(self, open_stream: Callable[[], Any], control: Any = None) -> None:
         self._open_stream = open_stream
         self._items: queue.Queue[_Chunk | BaseException | _End] = queue.Queue(READ_AHEAD)
         self._closed = threading.Event()
         self._stream: Any = None
         self._lock = threading.Lock()
+        if control is not None:
+            _CANCELS.watch(self, control, self._wake)
         self._thread = threading.Thread(target=self._run, name="remote-stream", daemon=True)
         self._thread.start()
 
     def get(self, timeout: float) -> _Chunk | BaseException | _End | None:
+        """The next item; None when ``timeout`` passed or a cancel request woke it."""
         try:
-            return self._items.get(timeout=timeout)
+            item = self._items.get(timeout=timeout)
         except queue.Empty:
             return None
+        return None if item is _WAKE else item
+
+    def _wake(self) -> None:
+        with contextlib.suppress(queue.Full):  # a full queue is read at once anyway
+            self._items.put_nowait(_WAKE)
 
     def close(self) -> None:
+        _CANCELS.forget(self)
         self._closed.set()
         with self._lock:
             stream = self._stream
@@ -521,7 +593,7 @@ class RemoteEngine:
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
-        reader = _ChunkReader(functools.partial(self._open_stream, request))
+        reader = _ChunkReader(functools.partial(self._open_stream, request), control)
         finish: str | None = None
         usage: Any = None
         error = ""
@@ -535,12 +607,13 @@ class RemoteEngine:
                     break
                 if control.take_answer_request():
                     log.info("answer-now is not available on a remote server; ignored")
-                item = reader.get(POLL_S)
+                wait = self.idle_timeout if counts.started else self.timeout
+                left = last_chunk_at + wait - time.monotonic()
+                if left < 0:
+                    error = self._silent(wait, streaming=counts.started)
+                    break
+                item = reader.get(left + 0.001)  # until a chunk, a cancel, or the timeout
                 if item is None:
-                    wait = self.idle_timeout if counts.started else self.timeout
-                    if time.monotonic() - last_chunk_at > wait:
-                        error = self._silent(wait, streaming=counts.started)
-                        break
                     continue
                 last_chunk_at = time.monotonic()
                 if isinstance(item, _End):
@@ -552,7 +625,9 @@ class RemoteEngine:
                         tried_without |= blamed
                         reader.close()
                         request = self._request(messages, params, max_tokens)
-                        reader = _ChunkReader(functools.partial(self._open_stream, request))
+                        reader = _ChunkReader(
+                            functools.partial(self._open_stream, request), control
+                        )
                         continue
                     self._dropped -= tried_without  # leaving them out did not help
                     tried_without = set()
