@@ -104,6 +104,14 @@ class FaultServer:
     "vague": 400 naming none."""
     body_bytes_sent: int = 0
     """Bytes of error and model-list bodies the client took (a cut-short read takes less)."""
+    keep_alive: bool = False
+    """Keep each connection open after a JSON reply or a chat stream that ends as it
+    should (chunked), for the client's next request, as real servers do; otherwise every
+    reply closes its connection."""
+    connections: int = 0
+    """Connections accepted."""
+    closed: int = 0
+    """Connections ended (by either side)."""
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -169,6 +177,23 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     _trickling = False
 
+    def setup(self) -> None:
+        super().setup()
+        self.owner.connections += 1  # one handler for each connection
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.owner.closed += 1
+
+    def _keep_or_close(self, keep: bool) -> None:
+        """Say whether the connection stays open after this reply (before end_headers)."""
+        keep = keep and self.owner.keep_alive
+        if not keep:
+            self.send_header("Connection", "close")
+        self.close_connection = not keep
+
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
 
@@ -230,11 +255,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
+        self._keep_or_close(reply.chunked)
         if reply.chunked:
             self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.close_connection = True
+        self.close_connection = True  # unless the stream ends as it should (_keep_after_end)
         deltas = [{reply.reasoning_field: text} for text in reply.reasoning]
         deltas += [{"content": text} for text in reply.content]
         deltas = [{**reply.delta_extra, **delta} for delta in deltas]
@@ -255,6 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
                     error = {"message": reply.error_message, "type": "server_error", "code": 500}
                     self._event(reply, {"error": error})
                     self._end(reply)
+                    self._keep_after_end(reply)
                     return
                 if delta is not None:
                     self._event(reply, _chunk(model, delta, None))
@@ -276,6 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(reply, usage_chunk)
             self._write(reply, b"data: [DONE]\n\n")
             self._end(reply)
+            self._keep_after_end(reply)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (a cancelled stream)
 
@@ -293,6 +320,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner.body_bytes_sent += len(piece)
             if self._trickling and self.owner.stopped(reply.trickle_s):
                 return
+
+    def _keep_after_end(self, reply: Reply) -> None:
+        self.close_connection = not (self.owner.keep_alive and reply.chunked)
 
     def _end(self, reply: Reply) -> None:
         if reply.chunked:
@@ -325,10 +355,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Connection", "close")
+        self._keep_or_close(True)
         self.end_headers()
         self.wfile.write(payload)
-        self.close_connection = True
 
     def _refuse(self, unknown: list[str]) -> None:
         style = self.owner.refusal

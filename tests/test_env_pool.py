@@ -251,15 +251,21 @@ def test_a_pool_needs_one_engine_and_one_environment_at_least() -> None:
         EnvironmentPool("nope", 2, engine="http://127.0.0.1:9/v1")
 
 
-def test_every_request_s_client_shares_one_tls_context() -> None:
-    """A server's engine makes an HTTP client for every request; loading the certificate
-    store for each one cost tens of milliseconds of CPU a step, which capped a pool's
-    steps a second far below a fast server's (bench/env.py)."""
+def test_every_client_shares_one_tls_context() -> None:
+    """A server's engine makes one HTTP client from its load to its unload; loading the
+    certificate store for each one cost tens of milliseconds of CPU (when a client was
+    made for every request, that capped a pool's steps a second far below a fast
+    server's: bench/env.py)."""
     from agentworld_tui.engines.remote import RemoteEngine
 
     engine = RemoteEngine("http://127.0.0.1:9/v1")
     contexts = []
     for _ in range(3):
-        with engine._client(10.0) as client:
-            contexts.append(client._client._transport._pool._ssl_context)
+        client = engine._client()
+        assert engine._client() is client  # every request of the engine goes through it
+        contexts.append(client._client._transport._pool._ssl_context)
+        engine.unload()  # closes it: the next request makes another
+    contexts.append(
+        RemoteEngine("https://127.0.0.1:9/v1")._client()._client._transport._pool._ssl_context
+    )
     assert all(c is contexts[0] for c in contexts)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -451,6 +451,26 @@ def test_api_key_from_the_environment(server: FaultServer, monkeypatch: pytest.M
     assert finished(collect(engine)).error == ""
 
 
+@pytest.mark.parametrize("bad", ["\n", " x", "\x7f", "é", "\t"])
+def test_a_key_a_header_cannot_carry_is_refused_unshown(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    """The HTTP client's error quotes an illegal header whole, key and all, and the error
+    is shown and logged: such a key never reaches it."""
+    secret = "sk-do-not-show-5521"
+    monkeypatch.setenv("WORLD_KEY", secret + bad)
+    engine = RemoteEngine(server.url, api_key_env="WORLD_KEY")
+    with pytest.raises(EngineError, match="cannot carry") as refused:
+        engine.load()
+    assert secret not in str(refused.value)
+    monkeypatch.setenv("WORLD_KEY", secret)
+    engine.load()
+    monkeypatch.setenv("WORLD_KEY", secret + bad)  # changed between turns
+    done = finished(collect(engine))
+    assert "cannot carry" in done.error and secret not in done.error
+    assert not server.chat_requests()
+
+
 def test_api_key_never_kept(
     server: FaultServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -483,9 +503,80 @@ def test_api_key_never_kept(
     assert secret not in json.dumps(session.to_dict())
     assert secret not in log_path().read_text()
     assert secret not in repr(vars(engine))
+    client = engine._client()  # the engine's one client, kept until unload: no key in it
+    assert secret not in f"{client.api_key} {client.default_headers} {client._client.headers}"
 
 
-def test_cancel_while_the_server_is_silent(server: FaultServer) -> None:
+def test_requests_share_one_client_and_its_connections(server: FaultServer) -> None:
+    """One client serves the engine from load to unload: its requests reuse the server's
+    kept-alive connections instead of opening one each (a client for each request cost
+    more CPU than the request once hundreds ran at once)."""
+    server.keep_alive = True
+    server.tokenize = True
+    engine = connected(server)
+    for _ in range(3):
+        assert engine._server_prompt_tokens(MESSAGES) > 0
+    assert server.connections == 1  # the model list and three /tokenize
+    turns = 3
+    for _ in range(turns):
+        done = finished(collect(engine, GenerationParams(enable_thinking=False)))
+        assert (done.error, done.observation) == ("", "hello")
+    # Each turn asks /tokenize then streams; a stream ends its connection (the client
+    # stops reading at [DONE]), so at most one more for each turn.
+    assert server.connections <= 1 + turns
+    assert len([r for r in server.requests if r.path == "/tokenize"]) == 3 + turns
+
+
+def test_threads_share_the_engine(server: FaultServer) -> None:
+    server.keep_alive = True
+    engine = connected(server)
+    results: list[Finished] = []
+
+    def turns() -> None:
+        for _ in range(3):
+            results.append(finished(collect(engine, GenerationParams(enable_thinking=False))))
+
+    threads = [threading.Thread(target=turns) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 24
+    assert {(r.error, r.observation) for r in results} == {("", "hello")}
+    assert len(server.chat_requests()) == 24
+
+
+def test_unload_closes_the_client(server: FaultServer) -> None:
+    server.keep_alive = True
+    engine = connected(server)
+    assert finished(collect(engine)).error == ""
+    engine.unload()
+    wait_until(lambda: server.closed == server.connections, "the server to see them closed")
+    engine.load()  # a new client
+    assert finished(collect(engine, GenerationParams(enable_thinking=False))).error == ""
+    engine.unload()
+    wait_until(lambda: server.closed == server.connections, "the server to see them closed")
+
+
+def test_a_failed_load_closes_the_client(server: FaultServer) -> None:
+    server.keep_alive = True
+    engine = RemoteEngine(server.url, model="not-served")
+    with pytest.raises(EngineError, match="does not serve"):
+        engine.load()
+    wait_until(lambda: server.closed == server.connections == 1, "the server to see it closed")
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for ``condition`` (a deadline, not a measurement)."""
+    deadline = time.monotonic() + 30.0
+    while not condition():
+        assert time.monotonic() < deadline, f"waited too long for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_cancel_while_the_server_is_silent(server: FaultServer, keep_alive: bool) -> None:
+    server.keep_alive = keep_alive  # a stopped stream's connection is not used again
     engine = connected(server, timeout=25.0)
     server.queue(Reply(reasoning=["first thought"], content=["never"], hang_after=1))
     control = GenerationControl()
@@ -501,7 +592,9 @@ def test_cancel_while_the_server_is_silent(server: FaultServer) -> None:
     assert finished(collect(engine, GenerationParams(enable_thinking=False))).observation == "next"
 
 
-def test_cancel_before_the_first_byte(server: FaultServer) -> None:
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_cancel_before_the_first_byte(server: FaultServer, keep_alive: bool) -> None:
+    server.keep_alive = keep_alive  # a stopped stream's connection is not used again
     engine = connected(server, timeout=25.0)
     server.queue(Reply(hang=True))
     control = GenerationControl()
@@ -511,6 +604,7 @@ def test_cancel_before_the_first_byte(server: FaultServer) -> None:
     timer.join()
     assert done.stats.stop_reason == "cancelled"
     assert done.error == ""
+    assert finished(collect(engine, GenerationParams(enable_thinking=False))).error == ""
 
 
 def test_answer_now_is_not_available(server: FaultServer) -> None:

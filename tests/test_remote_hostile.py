@@ -213,8 +213,12 @@ def test_chunks_of_the_wrong_shape_end_the_turn_cleanly(server: FaultServer) -> 
         {"choices": [{"delta": HOSTILE, "finish_reason": {"x": 1}}]},
         {"choices": [{"delta": {"content": {"x": HOSTILE}}}], "usage": HOSTILE},
         {"choices": [], "usage": {"prompt_tokens": HOSTILE, "completion_tokens": [1]}},
+        {"choices": [{"delta": {"reasoning_content": [1]}}], "usage": {"prompt_tokens_details": 7}},
+        {"usage": {"completion_tokens": True, "completion_tokens_details": [HOSTILE]}},
         [HOSTILE],
         HOSTILE,
+        None,
+        5,
     ]
     server.queue(Reply(raw_chunks=odd, content=["<predicted_observation>\nfine"]))
     done = turn(engine)

@@ -5,12 +5,18 @@ event stream until it ends; a broken or hostile server could send gigabytes, an 
 line, or a byte a second. Each reply is wrapped before it is read: a body other than the
 answer's stream is bounded in size and in time, a line of the stream in size, and an
 error body is cut short (only its first line is ever shown).
+
+One client serves an engine for its life, from many threads: the bounds are set per
+reply, the time a reply may take by its own request's read timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 
@@ -40,6 +46,7 @@ class _BoundedBody(httpx2.SyncByteStream):
         per_line: bool,
         truncate: bool,
         deadline_s: float | None,
+        network: object = None,
     ) -> None:
         self._body = body
         self._limit = limit
@@ -47,6 +54,9 @@ class _BoundedBody(httpx2.SyncByteStream):
         self._truncate = truncate
         self._deadline_s = deadline_s
         self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        self._network = network
+        self._ended = False
+        self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[bytes]:
         size = 0
@@ -65,19 +75,50 @@ class _BoundedBody(httpx2.SyncByteStream):
                 what = "a line of its stream" if self._per_line else "a reply"
                 raise ReplyRefused(f"sent {what} longer than {self._limit >> 20} MiB")
             yield part
+        with self._lock:
+            self._ended = True
 
     def close(self) -> None:
+        with self._lock:
+            self._ended = True  # from here on the connection may serve another request
         self._body.close()
 
+    def interrupt(self) -> None:
+        """End the connection under this body at once, unless the body has ended.
 
-def _bound(response: httpx2.Response, *, deadline_s: float) -> None:
+        Closing a response alone leaves a read that another thread is blocked in waiting
+        for the server's next byte. Once the body has ended (or was closed) its connection
+        may go back to the pool and carry another request, so it is left alone then: the
+        check and the shutdown hold the lock that ``close`` takes before letting go.
+        """
+        get_extra_info = getattr(self._network, "get_extra_info", None)
+        with self._lock:
+            if self._ended or get_extra_info is None:
+                return
+            sock = get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _read_timeout(request: httpx2.Request) -> float | None:
+    timeout = request.extensions.get("timeout")
+    read = timeout.get("read") if isinstance(timeout, dict) else None
+    return float(read) if isinstance(read, int | float) else None
+
+
+def _bound(response: httpx2.Response, *, deadline_s: float | None) -> None:
     """Wrap a response's body in its bounds (a response hook: it runs before any read).
 
-    A compressed body is left undecoded, so it fails to parse instead of unpacking to
-    gigabytes past every bound; identity is what the client asks for.
+    A body other than the answer's stream gets ``deadline_s`` seconds, or when that is
+    None its own request's read timeout (the client's, or the one the request was sent
+    with). A compressed body is left undecoded, so it fails to parse instead of unpacking
+    to gigabytes past every bound; identity is what the client asks for.
     """
     if not isinstance(response.stream, httpx2.SyncByteStream):
         return
+    if deadline_s is None:
+        deadline_s = _read_timeout(response.request)
     response.headers.pop("content-encoding", None)
     if response.status_code >= 400:
         limit, per_line, truncate, deadline = MAX_ERROR_BYTES, False, True, deadline_s
@@ -88,22 +129,42 @@ def _bound(response: httpx2.Response, *, deadline_s: float) -> None:
     else:
         limit, per_line, truncate, deadline = MAX_BODY_BYTES, False, False, deadline_s
     response.stream = _BoundedBody(
-        response.stream, limit=limit, per_line=per_line, truncate=truncate, deadline_s=deadline
+        response.stream,
+        limit=limit,
+        per_line=per_line,
+        truncate=truncate,
+        deadline_s=deadline,
+        network=response.extensions.get("network_stream"),
     )
+
+
+def interrupt(response: object) -> None:
+    """End the connection under a bounded response at once (see ``_BoundedBody.interrupt``);
+    nothing for a response whose body has ended, or one this client did not bound."""
+    body = getattr(response, "stream", None)
+    if isinstance(body, _BoundedBody):
+        body.interrupt()
 
 
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
-    """The one TLS context every client uses: a client is made for each request, and
-    loading the certificate store anew for each took tens of milliseconds of CPU."""
+    """The one TLS context every client uses: loading the certificate store takes tens of
+    milliseconds of CPU."""
     return httpx2.create_ssl_context()
 
 
-def bounded_client(timeout: httpx2.Timeout, *, deadline_s: float) -> httpx2.Client:
-    """An HTTP client for the OpenAI client, with the SDK's defaults and bounded replies."""
+def bounded_client(timeout: httpx2.Timeout, *, deadline_s: float | None = None) -> httpx2.Client:
+    """An HTTP client for the OpenAI client, with the SDK's defaults and bounded replies.
+
+    It is safe to share between threads. ``deadline_s`` bounds the time a reply other than
+    the answer's stream may take; None: each request's own read timeout. The number of
+    connections is not limited here (the caller bounds its requests in flight), nor that
+    of idle ones kept for reuse (each is dropped after a few idle seconds).
+    """
     return openai.DefaultHttpxClient(
         timeout=timeout,
         verify=_tls_context(),
         headers={"Accept-Encoding": "identity"},
+        limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
         event_hooks={"response": [functools.partial(_bound, deadline_s=deadline_s)]},
     )

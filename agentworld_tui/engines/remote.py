@@ -32,9 +32,13 @@ A remote server cannot be made to stop reasoning and answer mid-stream (that nee
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
 requests and reasoning budgets are ignored.
 
+The engine makes one client at first use and closes it on ``unload``: a pool of
+connections that every request and thread shares (a client for each request cost more CPU
+than the request itself once hundreds ran at once).
+
 The API key is read from the environment variable named by ``api_key_env`` each time a
-request is made and handed to a client that lives only for that request: it is never
-kept on the engine, so it cannot reach settings, sessions, exports or logs.
+request is made and put in that request's headers only: neither the engine nor its client
+keeps it, so it cannot reach settings, sessions, exports or logs.
 """
 
 from __future__ import annotations
@@ -72,8 +76,8 @@ from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.splitter import ObservationSplitter
 
 if TYPE_CHECKING:
+    import httpx2
     import openai
-    from openai.types.chat import ChatCompletionChunk
 
 log = logging.getLogger("agentworld.remote")
 
@@ -84,7 +88,7 @@ PROMPT_MARGIN = 1.15
 """Head-room on an estimated prompt size when capping max_tokens to the context."""
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
-"""How often a waiting stream looks at the cancel request."""
+"""How often the cancel requests of waiting streams are looked at."""
 STREAMING = "streaming the answer"
 LONGEST_TOKEN_CHARS = 256
 """More characters than any token of a real vocabulary holds."""
@@ -220,11 +224,11 @@ class _Counts:
             self.reasoning_pieces += 1
 
     def report(self, usage: Any) -> None:
-        completion = _int(getattr(usage, "completion_tokens", 0))
+        completion = _int(_field(usage, "completion_tokens"))
         if completion:
             self.reported = completion
-            details = getattr(usage, "completion_tokens_details", None)
-            self.reported_reasoning = _int(getattr(details, "reasoning_tokens", 0))
+            details = _field(usage, "completion_tokens_details")
+            self.reported_reasoning = _int(_field(details, "reasoning_tokens"))
 
     @property
     def generated(self) -> int:
@@ -253,57 +257,136 @@ class _Counts:
 def _reasoning_field(delta: Any) -> str | None:
     """The delta's reasoning (``reasoning_content``, or newer vLLM's ``reasoning``): None
     when it has neither field as text, "" when the server sent an empty one."""
-    texts = [getattr(delta, name, None) for name in ("reasoning_content", "reasoning")]
+    texts = [_field(delta, name) for name in ("reasoning_content", "reasoning")]
     given = [text for text in texts if isinstance(text, str)]
     if not given:
         return None
     return next((text for text in given if text), "")
 
 
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` when ``value`` is a JSON object that has it, else None."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
     """The first choice's delta and finish reason, and the usage, whatever the chunk's shape.
 
-    The client builds chunks without validating them, so a server may put anything in any
-    field; what is not of the expected shape counts as absent.
+    A chunk is the JSON value the server sent, unchecked (building the SDK's objects for
+    every chunk cost more CPU than reading them), so a server may put anything in any
+    field: what is not of the expected shape counts as absent.
     """
-    usage = getattr(chunk, "usage", None)
-    choices = getattr(chunk, "choices", None)
+    usage = _field(chunk, "usage")
+    choices = _field(chunk, "choices")
     if not isinstance(choices, list) or not choices:
         return None, None, usage
     choice = choices[0]
-    finish = getattr(choice, "finish_reason", None)
-    return getattr(choice, "delta", None), finish if isinstance(finish, str) else None, usage
+    finish = _field(choice, "finish_reason")
+    return _field(choice, "delta"), finish if isinstance(finish, str) else None, usage
+
+
+_Chunk = object
+"""A chunk of the answer's stream: the JSON value of one event."""
 
 
 class _End:
     """The server ended the stream."""
 
 
+class _Wake:
+    """Nothing arrived: look at the cancel request (``_CancelWatch``)."""
+
+
+_WAKE = _Wake()
+
+
+class _CancelWatch:
+    """Wakes the stream of a generation that was cancelled.
+
+    One thread looks at the cancel requests of all the streams waiting for a server,
+    every ``POLL_S``, while there are any. Each stream waking itself that often to look
+    cost a fifth of the process's CPU with a few hundred streams waiting at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[object, tuple[Any, Callable[[], None]]] = {}
+        self._running = False
+
+    def watch(self, key: object, control: Any, wake: Callable[[], None]) -> None:
+        """Call ``wake`` once, soon after ``control`` is cancelled (until ``forget``)."""
+        with self._lock:
+            self._watched[key] = (control, wake)
+            if not self._running:
+                self._running = True
+                thread = threading.Thread(target=self._run, name="remote-cancels", daemon=True)
+                thread.start()
+
+    def forget(self, key: object) -> None:
+        with self._lock:
+            self._watched.pop(key, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(POLL_S)
+            with self._lock:
+                if not self._watched:
+                    self._running = False
+                    return
+                woken = [key for key, (control, _) in self._watched.items() if _cancelled(control)]
+                wakes = [self._watched.pop(key)[1] for key in woken]
+            for wake in wakes:
+                try:
+                    wake()
+                except Exception:  # a stream that cannot be woken looks at its next chunk
+                    log.debug("waking a cancelled stream failed", exc_info=True)
+
+
+def _cancelled(control: Any) -> bool:
+    try:
+        return bool(control.cancelled)
+    except Exception:  # a broken control cannot stop the watch for every other stream
+        log.debug("reading a cancel request failed", exc_info=True)
+        return False
+
+
+_CANCELS = _CancelWatch()
+
+
 class _ChunkReader:
     """Reads the stream on its own thread, so a waiting stream can be cancelled at once.
 
-    The consumer polls ``get``; ``close`` stops reading and closes the response, and a
-    reader blocked on the network finishes on its own at the next byte or timeout.
+    The consumer waits in ``get``, woken by a chunk, the end, an error, or (with
+    ``control``) the generation's cancel request; ``close`` stops reading and closes the
+    response, and a reader blocked on the network finishes on its own at the next byte
+    or timeout.
     """
 
-    def __init__(self, open_stream: Callable[[], Any]) -> None:
+    def __init__(self, open_stream: Callable[[], Any], control: Any = None) -> None:
         self._open_stream = open_stream
-        self._items: queue.Queue[ChatCompletionChunk | BaseException | _End] = queue.Queue(
-            READ_AHEAD
-        )
+        self._items: queue.Queue[_Chunk | BaseException | _End] = queue.Queue(READ_AHEAD)
         self._closed = threading.Event()
         self._stream: Any = None
         self._lock = threading.Lock()
+        if control is not None:
+            _CANCELS.watch(self, control, self._wake)
         self._thread = threading.Thread(target=self._run, name="remote-stream", daemon=True)
         self._thread.start()
 
-    def get(self, timeout: float) -> ChatCompletionChunk | BaseException | _End | None:
+    def get(self, timeout: float) -> _Chunk | BaseException | _End | None:
+        """The next item; None when ``timeout`` passed or a cancel request woke it."""
         try:
-            return self._items.get(timeout=timeout)
+            item = self._items.get(timeout=timeout)
         except queue.Empty:
             return None
+        return None if item is _WAKE else item
+
+    def _wake(self) -> None:
+        with contextlib.suppress(queue.Full):  # a full queue is read at once anyway
+            self._items.put_nowait(_WAKE)
 
     def close(self) -> None:
+        _CANCELS.forget(self)
         self._closed.set()
         with self._lock:
             stream = self._stream
@@ -313,7 +396,7 @@ class _ChunkReader:
             except Exception:  # closing a response another thread reads may fail; fine
                 log.debug("closing the stream failed", exc_info=True)
 
-    def _put(self, item: ChatCompletionChunk | BaseException | _End) -> bool:
+    def _put(self, item: _Chunk | BaseException | _End) -> bool:
         """Queue ``item`` once there is room; False (and dropped) once closed."""
         while not self._closed.is_set():
             try:
@@ -379,6 +462,20 @@ class RemoteEngine:
         self._chars_per_token = CHARS_PER_TOKEN
         self._server_tokenizes = True
         self._dropped: set[str] = set()
+        self._api: openai.OpenAI | None = None
+        """The client, from first use to ``unload``; it holds no key."""
+        self._api_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The settings and what was learnt of the server; a copy makes its own client."""
+        state = self.__dict__.copy()
+        state["_api"] = None
+        del state["_api_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._api_lock = threading.Lock()
 
     # -- the protocol ------------------------------------------------------------------
     @property
@@ -413,28 +510,11 @@ class RemoteEngine:
             raise EngineError(f"invalid server URL {self.url!r}: give one like http://host:8000/v1")
         self._check_key()
         say(f"connecting to {self.where}")
-        with self._client(self.timeout) as client:
-            try:
-                page = client.models.list(extra_headers=self._auth_headers())
-                served = list(page.data)
-            except Exception as exc:
-                import openai
-
-                if isinstance(exc, openai.NotFoundError) and self.requested_model:
-                    log.warning(
-                        "%s does not list its models; using %s",
-                        self.where,
-                        _shown_model(self._model),
-                    )
-                    served = []
-                else:
-                    raise EngineError(self._describe(exc, "listing the models")) from None
-            names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
-            self._model = self._choose_model(names)
-            chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
-            reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
-            if not reported:
-                reported = self._llama_server_ctx(client)
+        try:
+            reported = self._connect()
+        except BaseException:
+            self._close_client()  # no unload comes for an engine that did not load
+            raise
         self._ctx_from_server = bool(reported)
         self._n_ctx = reported
         self._loaded = True
@@ -447,8 +527,36 @@ class RemoteEngine:
         )
         say("ready")
 
+    def _connect(self) -> int:
+        """Choose the model; the context size the server reports (0 if none)."""
+        client = self._client()
+        try:
+            page = client.models.list(
+                extra_headers=self._auth_headers(), timeout=self._timeout(self.timeout)
+            )
+            served = list(page.data)
+        except Exception as exc:
+            import openai
+
+            if isinstance(exc, openai.NotFoundError) and self.requested_model:
+                log.warning(
+                    "%s does not list its models; using %s",
+                    self.where,
+                    _shown_model(self._model),
+                )
+                served = []
+            else:
+                raise EngineError(self._describe(exc, "listing the models")) from None
+        names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
+        self._model = self._choose_model(names)
+        chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
+        reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
+        return reported or self._llama_server_ctx(client)
+
     def unload(self) -> None:
+        """Forget the connection and close the client (a later ``load`` makes another)."""
         self._loaded = False
+        self._close_client()
 
     def count_tokens(self, text: str) -> int:
         """An estimate: characters over a ratio recalibrated from the server's counts."""
@@ -485,7 +593,7 @@ class RemoteEngine:
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
-        reader = _ChunkReader(functools.partial(self._open_stream, request))
+        reader = _ChunkReader(functools.partial(self._open_stream, request), control)
         finish: str | None = None
         usage: Any = None
         error = ""
@@ -499,12 +607,13 @@ class RemoteEngine:
                     break
                 if control.take_answer_request():
                     log.info("answer-now is not available on a remote server; ignored")
-                item = reader.get(POLL_S)
+                wait = self.idle_timeout if counts.started else self.timeout
+                left = last_chunk_at + wait - time.monotonic()
+                if left < 0:
+                    error = self._silent(wait, streaming=counts.started)
+                    break
+                item = reader.get(left + 0.001)  # until a chunk, a cancel, or the timeout
                 if item is None:
-                    wait = self.idle_timeout if counts.started else self.timeout
-                    if time.monotonic() - last_chunk_at > wait:
-                        error = self._silent(wait, streaming=counts.started)
-                        break
                     continue
                 last_chunk_at = time.monotonic()
                 if isinstance(item, _End):
@@ -516,7 +625,9 @@ class RemoteEngine:
                         tried_without |= blamed
                         reader.close()
                         request = self._request(messages, params, max_tokens)
-                        reader = _ChunkReader(functools.partial(self._open_stream, request))
+                        reader = _ChunkReader(
+                            functools.partial(self._open_stream, request), control
+                        )
                         continue
                     self._dropped -= tried_without  # leaving them out did not help
                     tried_without = set()
@@ -558,8 +669,8 @@ class RemoteEngine:
                 stop = _STOP_REASONS.get(finish, "eos")
         if error:
             log.warning("remote turn failed: %s", error)
-        if _int(getattr(usage, "prompt_tokens", 0)):
-            self._calibrate(prompt_chars, int(usage.prompt_tokens))
+        if _int(_field(usage, "prompt_tokens")):
+            self._calibrate(prompt_chars, _int(_field(usage, "prompt_tokens")))
         yield from self._flush(splitter, counts)
         yield self._finish(splitter, counts, started, estimate, usage, stop, error)
 
@@ -567,6 +678,7 @@ class RemoteEngine:
     def _request(
         self, messages: list[Message], params: GenerationParams, max_tokens: int
     ) -> dict[str, Any]:
+        """The request's body, as sent: plain JSON values only (see ``_open_stream``)."""
         optional: dict[str, Any] = {
             "stream_options": {"include_usage": True},
             "top_p": params.top_p,
@@ -583,9 +695,7 @@ class RemoteEngine:
             "stream": True,
             "temperature": params.temperature,
             "max_tokens": max_tokens,
-            **{k: v for k, v in optional.items() if k not in self._dropped},
-            "extra_body": {k: v for k, v in extra.items() if k not in self._dropped},
-            "extra_headers": self._auth_headers(),
+            **{k: v for k, v in {**optional, **extra}.items() if k not in self._dropped},
         }
         return request
 
@@ -620,21 +730,32 @@ class RemoteEngine:
         # The stream's pauses are timed by the consumer (``stream``); the client's own
         # timeouts are only a backstop that lets a reader blocked on a silent or
         # trickling server end on its own.
+        #
+        # The body goes as it is, not through ``chat.completions.create``: that checks
+        # and converts every field of every message against the API's types, which cost
+        # more CPU than all the rest of a request with a long history, and the body here
+        # is plain JSON already (strings, numbers, flat dicts).
+        # Chunks come as the JSON the server sent (``_read_chunk``); an error event in the
+        # stream still raises the SDK's APIError.
+        import openai
+
         backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
-        client = self._client(backstop)
-        try:
-            stream = client.chat.completions.create(**request)
-        except BaseException:
-            client.close()
-            raise
-        return _ClosingStream(stream, client)
+        stream = self._client().post(
+            "/chat/completions",
+            cast_to=object,
+            body=request,
+            options={"headers": self._auth_headers(), "timeout": self._timeout(backstop)},
+            stream=True,
+            stream_cls=openai.Stream[object],
+        )
+        return _ClosingStream(stream)
 
     def _deltas(
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
     ) -> Iterator[EngineEvent]:
         field = _reasoning_field(delta)
         reasoning = field or ""
-        content = getattr(delta, "content", None)
+        content = _field(delta, "content")
         content = content if isinstance(content, str) else ""
         shown = ""
         if field is not None and (reasoning or not counts.content_pieces):
@@ -681,15 +802,15 @@ class RemoteEngine:
         ``"<think>" + reasoning + "</think>" + content``.
         """
         split = splitter.finish()[0]
-        prompt = _int(getattr(usage, "prompt_tokens", 0)) or estimate
+        prompt = _int(_field(usage, "prompt_tokens")) or estimate
         evaluated = prompt
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None)
+        details = _field(usage, "prompt_tokens_details")
+        cached = _field(details, "cached_tokens")
         if isinstance(cached, int) and 0 <= cached <= prompt:
             evaluated = prompt - cached
-        generated = _int(getattr(usage, "completion_tokens", 0)) or counts.generated
-        completion_details = getattr(usage, "completion_tokens_details", None)
-        reasoning = _int(getattr(completion_details, "reasoning_tokens", 0)) or counts.reasoning
+        generated = _int(_field(usage, "completion_tokens")) or counts.generated
+        completion_details = _field(usage, "completion_tokens_details")
+        reasoning = _int(_field(completion_details, "reasoning_tokens")) or counts.reasoning
         rate = 0.0
         if counts.first_at is not None and counts.last_at is not None and generated > 1:
             span = counts.last_at - counts.first_at
@@ -737,13 +858,15 @@ class RemoteEngine:
         root = self.base_url.removesuffix("/v1")
         body = {"model": self._model, "messages": messages, "add_generation_prompt": True}
         try:
-            with self._client(CONNECT_TIMEOUT_S) as client:
-                reply = client.post(
-                    root + "/tokenize",
-                    cast_to=object,
-                    body=body,
-                    options={"headers": self._auth_headers()},
-                )
+            reply = self._client().post(
+                root + "/tokenize",
+                cast_to=object,
+                body=body,
+                options={
+                    "headers": self._auth_headers(),
+                    "timeout": self._timeout(CONNECT_TIMEOUT_S),
+                },
+            )
         except Exception as exc:
             log.info(
                 "%s has no usable /tokenize (%s); estimating prompt sizes",
@@ -764,7 +887,9 @@ class RemoteEngine:
         root = self.base_url.removesuffix("/v1")
         try:
             props = client.get(
-                root + "/props", cast_to=object, options={"headers": self._auth_headers()}
+                root + "/props",
+                cast_to=object,
+                options={"headers": self._auth_headers(), "timeout": self._timeout(self.timeout)},
             )
         except Exception:
             return 0
@@ -798,35 +923,67 @@ class RemoteEngine:
                 f"the environment variable {self.api_key_env} (named by --api-key-env) is "
                 "not set or empty: export it with the server's API key"
             )
+        self._key()
+
+    def _key(self) -> str:
+        """The key, read now ("" for none); one that a header cannot carry is refused
+        without showing it (the HTTP client's error would quote the header whole)."""
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if not all("!" <= c <= "~" for c in key):
+            raise EngineError(
+                f"the environment variable {self.api_key_env} (named by --api-key-env) holds "
+                "characters an HTTP header cannot carry (a line break, a space, a control or "
+                "non-ASCII character): export the key alone"
+            )
+        return key
 
     def _auth_headers(self) -> dict[str, Any]:
-        """With no key, the Authorization header is left out entirely."""
-        if self.api_key_env and os.environ.get(self.api_key_env):
-            return {}
+        """The headers that carry the key, read now; every request sends them. With no
+        key, the Authorization header is left out entirely."""
+        key = self._key()
+        if key:
+            return {"Authorization": f"Bearer {key}"}
         import openai
 
         return {"Authorization": openai.Omit()}
 
-    def _client(self, read_timeout: float) -> openai.OpenAI:
-        """A client for one request: the key lives in it, and it is closed after use.
-
-        Its replies are bounded in size, and those other than the answer's stream in time.
-        """
+    @staticmethod
+    def _timeout(read_timeout: float) -> httpx2.Timeout:
+        """A request's timeouts; its read timeout also bounds the time a reply other than
+        the answer's stream may take (``bounded_http``)."""
         import httpx2
-        import openai
 
-        from agentworld_tui.engines.bounded_http import bounded_client
+        return httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
 
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
-        timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S)
-        http = bounded_client(timeout, deadline_s=read_timeout)
-        return openai.OpenAI(
-            base_url=self.base_url,
-            api_key=key or "no-key",  # never sent: _auth_headers leaves the header out
-            timeout=timeout,
-            max_retries=0,
-            http_client=http,
-        )
+    def _client(self) -> openai.OpenAI:
+        """The engine's client: made at first use, shared by every request and thread
+        (a pool of connections), closed by ``unload``.
+
+        It holds no key: each request sends its own (``_auth_headers``). Its replies are
+        bounded in size, and those other than the answer's stream in time (the request's
+        read timeout).
+        """
+        with self._api_lock:
+            if self._api is None:
+                import openai
+
+                from agentworld_tui.engines.bounded_http import bounded_client
+
+                timeout = self._timeout(self.timeout)
+                self._api = openai.OpenAI(
+                    base_url=self.base_url,
+                    api_key="no-key",  # never sent: every request names its own header
+                    timeout=timeout,
+                    max_retries=0,
+                    http_client=bounded_client(timeout),
+                )
+            return self._api
+
+    def _close_client(self) -> None:
+        with self._api_lock:
+            client, self._api = self._api, None
+        if client is not None:
+            client.close()
 
     # -- errors ----------------------------------------------------------------------------
     def _silent(self, seconds: float, *, streaming: bool) -> str:
@@ -847,6 +1004,8 @@ class RemoteEngine:
 
         from agentworld_tui.engines.bounded_http import ReplyRefused
 
+        if isinstance(exc, EngineError):  # already one line that says what to do
+            return str(exc)
         where = self.where
         kept = "; the partial output is kept" if doing == STREAMING else ""
         refused = next((c for c in _causes(exc) if isinstance(c, ReplyRefused)), None)
@@ -910,33 +1069,22 @@ class RemoteEngine:
 
 
 class _ClosingStream:
-    """A stream that closes its one-request client when it is closed or exhausted."""
+    """A stream that, closed before its end, ends its connection at once: closing it alone
+    leaves a read that another thread is blocked in waiting for the server's next byte,
+    and the server working on (or holding a slot for) an answer nobody reads. A stream
+    that has ended leaves its connection to the pool."""
 
-    def __init__(self, stream: Any, client: openai.OpenAI) -> None:
+    def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._client = client
 
-    def __iter__(self) -> Iterator[ChatCompletionChunk]:
+    def __iter__(self) -> Iterator[_Chunk]:
         try:
             yield from self._stream
         finally:
             self.close()
 
     def close(self) -> None:
-        _shut_down(self._stream)
-        try:
-            self._stream.close()
-        finally:
-            self._client.close()
+        from agentworld_tui.engines.bounded_http import interrupt
 
-
-def _shut_down(stream: Any) -> None:
-    """End the connection under ``stream`` at once: closing it alone leaves a read that
-    another thread is blocked in waiting for the server's next byte, and the server
-    working on (or holding a slot for) an answer nobody reads."""
-    extensions = getattr(getattr(stream, "response", None), "extensions", None)
-    network = extensions.get("network_stream") if isinstance(extensions, dict) else None
-    sock = network.get_extra_info("socket") if network is not None else None
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+        interrupt(getattr(self._stream, "response", None))
+        self._stream.close()
