@@ -509,8 +509,7 @@ def test_api_key_never_kept(
 
 def test_requests_share_one_client_and_its_connections(server: FaultServer) -> None:
     """One client serves the engine from load to unload: its requests reuse the server's
-    kept-alive connections instead of opening one each (a client for each request cost
-    more CPU than the request once hundreds ran at once)."""
+    kept-alive connections instead of opening one each."""
     server.keep_alive = True
     server.tokenize = True
     engine = connected(server)

@@ -33,8 +33,11 @@ tokens injected into its sequence), so ``supports_answer_now`` is False and answ
 requests and reasoning budgets are ignored.
 
 The engine makes one client at first use and closes it on ``unload``: a pool of
-connections that every request and thread shares (a client for each request cost more CPU
-than the request itself once hundreds ran at once).
+connections that every request and thread shares, so that a connection the server keeps
+alive serves the next request without a new TCP (or TLS) handshake, and no client is
+built for each request. The answer's stream is sent as plain JSON and read as plain JSON,
+past the SDK's types, and one thread watches every waiting stream's cancel request: with
+hundreds of streams at once, each of these had cost a large share of the CPU.
 
 The API key is read from the environment variable named by ``api_key_env`` each time a
 request is made and put in that request's headers only: neither the engine nor its client
