@@ -7,12 +7,21 @@ without a layout, the context a loop callback runs in. Each piece says what it r
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
+
+Three of these pieces are the app's own drawing, kept for what they save while text
+streams: the main screen's update clock (``clock``: ``ClockedScreen``), rows handed to the
+screen again (``rows``: ``keep_rows()``) and the scrollbar LineView draws into its rows
+(``scrollbar``). For measurement only, ``AGENTWORLD_RENDER_OFF`` (read once, at import)
+switches any of them off, comma-separated: ``AGENTWORLD_RENDER_OFF=clock,rows,scrollbar``.
+Off is Textual's own behaviour: the main screen is a plain ``Screen``, ``keep_rows()``
+hands the widget back unchanged, and LineView shows Textual's vertical scrollbar.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +40,29 @@ if TYPE_CHECKING:
     from textual.strip import Strip
 
     W = TypeVar("W", bound=Widget)
+
+RENDER_PIECES = ("clock", "rows", "scrollbar")
+
+
+def _render_off(value: str) -> frozenset[str]:
+    off = frozenset(name.strip() for name in value.split(",") if name.strip())
+    if unknown := off - set(RENDER_PIECES):
+        raise ValueError(
+            f"AGENTWORLD_RENDER_OFF: no render piece {', '.join(sorted(unknown))} "
+            f"(there are {', '.join(RENDER_PIECES)})"
+        )
+    return off
+
+
+RENDER_OFF = _render_off(os.environ.get("AGENTWORLD_RENDER_OFF", ""))
+"""The custom render pieces switched off for a measurement (see the module's doc)."""
+
+
+def render_on(piece: str) -> bool:
+    """Whether the custom render piece ``piece`` (one of ``RENDER_PIECES``) is on."""
+    assert piece in RENDER_PIECES, piece
+    return piece not in RENDER_OFF
+
 
 RELIES_ON: dict[str, str] = {
     "textual._styles_cache.StylesCache.render_widget": "StillRows: rows handed out again",
@@ -202,9 +234,13 @@ class UpdateClock:
             raise_in_handler(screen, error)
 
 
+_CLOCKED = render_on("clock")
+
+
 class ClockedScreen(Screen[None]):
     """A screen whose updates run on an ``UpdateClock``, that restyles nothing on its
-    first resume, and that lays nothing out for a resize to the size it has."""
+    first resume, and that lays nothing out for a resize to the size it has (all of it
+    Textual's own with ``AGENTWORLD_RENDER_OFF=clock``)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -213,6 +249,8 @@ class ClockedScreen(Screen[None]):
 
     @property
     def _update_timer(self) -> UpdateClock:  # type: ignore[override]
+        if not _CLOCKED:
+            return super()._update_timer  # type: ignore[return-value]
         if self._clock is None:
             from textual.screen import UPDATE_PERIOD
 
@@ -220,13 +258,14 @@ class ClockedScreen(Screen[None]):
         return self._clock
 
     def on_unmount(self) -> None:
-        self._update_timer.pause()
+        if self._clock is not None:
+            self._clock.pause()
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         """The first resume, at start, restyles nothing: every widget was styled as it was
         mounted, and styling them all again was 3% of the work to the first frame. Later
         resumes (after a screen above closes) restyle as Textual does."""
-        if not self._resumed:
+        if _CLOCKED and not self._resumed:
             self._resumed = True
             event.refresh_styles = False
 
@@ -235,7 +274,7 @@ class ClockedScreen(Screen[None]):
         Textual sends three (the app's, and two the screen sends itself after its layouts),
         each a full layout of every widget (2% of the work to the first frame); a layout
         that is due for another reason still comes with the next refresh."""
-        if event.size == self._compositor.size:
+        if _CLOCKED and event.size == self._compositor.size:
             event.stop()
             event.prevent_default()  # Screen's own handler would lay the screen out
 
@@ -274,6 +313,8 @@ class StillRows(StylesCache):
 def keep_rows(widget: W) -> W:
     """Give ``widget`` a styles cache that keeps its rows (see ``StillRows``); for widgets
     whose own content does not change while text streams."""
+    if not render_on("rows"):
+        return widget
     if not isinstance(widget._styles_cache, StillRows):
         widget._styles_cache = StillRows()
     return widget
