@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentworld_tui.ui.textual_private import ClockedScreen, keep_rows
+from agentworld_tui.ui.textual_private import ClockedScreen
 
 
 class MainScreen(ClockedScreen):
@@ -11,7 +11,3 @@ class MainScreen(ClockedScreen):
     bar, and restyle it twice when the editor took the focus after the first frame.)"""
 
     AUTO_FOCUS = "#keystrokes"  # the terminal tab's command line (the first tab)
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        keep_rows(self)  # its children cover it: it never changes while a tab streams

@@ -2,19 +2,18 @@
 
 The app leans on a few of Textual's internals where its public API has no cheap way to
 say the same thing: drawing a widget without the messages a refresh sends, a screen's
-update clock, rows that are handed to the screen again unchanged, a tab's label changed
-without a layout, the context a loop callback runs in. Each piece says what it relies on
+update clock, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
 
-Three of these pieces are the app's own drawing, kept for what they save while text
-streams: the main screen's update clock (``clock``: ``ClockedScreen``), rows handed to the
-screen again (``rows``: ``keep_rows()``) and the scrollbar LineView draws into its rows
-(``scrollbar``). For measurement only, ``AGENTWORLD_RENDER_OFF`` (read once, at import)
-switches any of them off, comma-separated: ``AGENTWORLD_RENDER_OFF=clock,rows,scrollbar``.
-Off is Textual's own behaviour: the main screen is a plain ``Screen``, ``keep_rows()``
-hands the widget back unchanged, and LineView shows Textual's vertical scrollbar.
+Two of these pieces are the app's own drawing, kept for what they save while text
+streams: the main screen's update clock (``clock``: ``ClockedScreen``) and the scrollbar
+LineView draws into its rows (``scrollbar``). For measurement only,
+``AGENTWORLD_RENDER_OFF`` (read once, at import) switches either off, comma-separated:
+``AGENTWORLD_RENDER_OFF=clock,scrollbar``. Off is Textual's own behaviour: the main screen
+is a plain ``Screen``, and LineView shows Textual's vertical scrollbar. (A third, rows
+handed to the screen again unchanged, was measured so and removed: issue 28.)
 """
 
 from __future__ import annotations
@@ -23,10 +22,9 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from textual import events
-from textual._styles_cache import StylesCache
 from textual.content import Content
 from textual.dom import NoScreen
 from textual.geometry import Region, Size
@@ -36,12 +34,7 @@ from textual.scroll_view import ScrollView
 from textual.widget import Widget
 from textual.widgets import Static, Tab
 
-if TYPE_CHECKING:
-    from textual.strip import Strip
-
-    W = TypeVar("W", bound=Widget)
-
-RENDER_PIECES = ("clock", "rows", "scrollbar")
+RENDER_PIECES = ("clock", "scrollbar")
 
 
 def _render_off(value: str) -> frozenset[str]:
@@ -65,8 +58,6 @@ def render_on(piece: str) -> bool:
 
 
 RELIES_ON: dict[str, str] = {
-    "textual._styles_cache.StylesCache.render_widget": "StillRows: rows handed out again",
-    "Widget._styles_cache": "keep_rows(): a widget's styles cache replaced",
     "Widget._pruning": "closing(): a widget being removed skips mounts of its children",
     "Widget._closing": "repaint(): a closing widget is not drawn",
     "Widget._layout_cache": "repaint(): what a refresh clears",
@@ -279,50 +270,8 @@ class ClockedScreen(Screen[None]):
             event.prevent_default()  # Screen's own handler would lay the screen out
 
 
-class StillRows(StylesCache):
-    """A widget's styles cache that also keeps the rows it last handed out, with what they
-    were made for (the crop, the widget's size and styles, the line filters), and hands
-    them out again while nothing asks for a repaint.
-
-    Textual's own cache keeps each line until the widget is refreshed (``set_dirty`` or
-    ``clear``); this one is dropped at the same moments, so it is never staler than the
-    lines it was made from."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._kept: tuple[object, list[Strip]] | None = None
-
-    def set_dirty(self, *regions: Region) -> None:
-        self._kept = None
-        super().set_dirty(*regions)
-
-    def clear(self) -> None:
-        self._kept = None
-        super().clear()
-
-    def render_widget(self, widget: Widget, crop: Region) -> list[Strip]:
-        key = (crop, widget.outer_size, widget.styles._cache_key, *widget.get_line_filters())
-        kept = self._kept
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        strips = super().render_widget(widget, crop)
-        self._kept = (key, strips)
-        return strips
-
-
-def keep_rows(widget: W) -> W:
-    """Give ``widget`` a styles cache that keeps its rows (see ``StillRows``); for widgets
-    whose own content does not change while text streams."""
-    if not render_on("rows"):
-        return widget
-    if not isinstance(widget._styles_cache, StillRows):
-        widget._styles_cache = StillRows()
-    return widget
-
-
 def check() -> list[str]:
     """What this module relies on and the installed Textual lacks (empty when all is there)."""
-    from textual import _styles_cache
     from textual.app import App
     from textual.scroll_view import ScrollView
 
@@ -333,7 +282,6 @@ def check() -> list[str]:
         "App": App,
         "Screen": Screen,
         "Tab": Tab,
-        "textual._styles_cache.StylesCache": _styles_cache.StylesCache,
     }
     missing: list[str] = []
     for name in RELIES_ON:
