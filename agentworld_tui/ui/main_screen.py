@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agentworld_tui.ui.textual_private import ClockedScreen
+from agentworld_tui.ui.textual_private import QuietStartScreen
 
 
-class MainScreen(ClockedScreen):
+class MainScreen(QuietStartScreen):
     """The tabs' screen. It starts with the first tab's command line focused, so the first
     frame shows where typing goes. (Textual would focus the first focusable widget, the tab
     bar, and restyle it twice when the editor took the focus after the first frame.)"""

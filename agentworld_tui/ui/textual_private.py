@@ -1,24 +1,21 @@
 """Every use of Textual's private API, fenced in one module.
 
 The app leans on a few of Textual's internals where its public API has no cheap way to
-say the same thing: drawing a widget without the messages a refresh sends, a screen's
-update clock, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
+say the same thing: drawing a widget without the messages a refresh sends, a start that
+lays the screen out and restyles it once, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
 
-Two of these pieces are the app's own drawing, kept for what they save while text
-streams: the main screen's update clock (``clock``: ``ClockedScreen``) and the scrollbar
-LineView draws into its rows (``scrollbar``). For measurement only,
-``AGENTWORLD_RENDER_OFF`` (read once, at import) switches either off, comma-separated:
-``AGENTWORLD_RENDER_OFF=clock,scrollbar``. Off is Textual's own behaviour: the main screen
-is a plain ``Screen``, and LineView shows Textual's vertical scrollbar. (A third, rows
-handed to the screen again unchanged, was measured so and removed: issue 28.)
+One piece is the app's own drawing, kept for what it saves while text streams: the
+scrollbar LineView draws into its rows (``scrollbar``). For measurement only,
+``AGENTWORLD_RENDER_OFF=scrollbar`` (read once, at import; a comma-separated list) switches
+it off, for Textual's own vertical scrollbar. (Two more, the main screen's own update clock
+and rows handed to the screen again unchanged, were measured so and removed: issue 28.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import Iterator
@@ -34,7 +31,7 @@ from textual.scroll_view import ScrollView
 from textual.widget import Widget
 from textual.widgets import Static, Tab
 
-RENDER_PIECES = ("clock", "scrollbar")
+RENDER_PIECES = ("scrollbar",)
 
 
 def _render_off(value: str) -> frozenset[str]:
@@ -65,10 +62,9 @@ RELIES_ON: dict[str, str] = {
     "Widget._rich_style_cache": "repaint(): what a refresh clears",
     "Screen._dirty_widgets": "repaint(): the widgets the next screen update draws",
     "Screen._compositor": "repaint() and laid_out_at(): the screen's map and size",
-    "Screen._update_timer": "ClockedScreen: the clock a screen's updates run on",
-    "Screen._on_timer_update": "UpdateClock: a screen update",
-    "Screen._on_resize": "ClockedScreen: a resize to the laid-out size is skipped",
-    "Screen._on_screen_resume": "ClockedScreen: the first resume restyles nothing",
+    "Screen._update_timer": "repaint(): the timer a screen's updates run on",
+    "Screen._on_resize": "QuietStartScreen: a resize to the laid-out size is skipped",
+    "Screen._on_screen_resume": "QuietStartScreen: the first resume restyles nothing",
     "Tab._label": "relabel(): a tab's label without a layout",
     "MessagePump._context": "within(): run a loop callback as the widget's handlers run",
     "Widget._anchor_released": "scroll_to_end_now(): what scroll_to releases",
@@ -177,86 +173,19 @@ def repaint(widget: Widget, *regions: Region) -> None:
     screen._update_timer.resume()
 
 
-class UpdateClock:
-    """Stands in for the timer a Textual screen runs its updates on (``_update_timer``: it
-    is resumed when a widget needs drawing and paused by the update itself).
-
-    Textual's is a timer task, which after every update sleeps until its next tick and
-    only then waits to be resumed: each screen update woke the main thread once more, for
-    nothing, about a quarter of a millisecond of it on a busy virtual machine. This one
-    runs the update from the event loop's own timer, at most once per ``period`` as
-    Textual's does (an update asked for sooner waits for the rest of it).
-    """
-
-    def __init__(self, screen: Screen[Any], period: float) -> None:
-        self._screen = screen
-        self._period = period
-        self._handle: asyncio.Handle | None = None
-        self._last = float("-inf")
-
-    def resume(self) -> None:
-        if self._handle is not None:
-            return
-        loop = asyncio.get_running_loop()
-        wait = self._last + self._period - loop.time()
-        if wait > 0:
-            self._handle = loop.call_later(wait, self._tick)
-        else:
-            self._handle = loop.call_soon(self._tick)
-
-    def pause(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def _tick(self) -> None:
-        self._handle = None
-        screen = self._screen
-        if not screen.is_attached:
-            return
-        self._last = asyncio.get_running_loop().time()
-        try:
-            # As in Textual's timer task: the app and the screen are the active ones (the
-            # clock may be resumed from a callback that runs in another context, such as
-            # a frame woken by the engine thread).
-            with screen.app._context(), screen._context():
-                screen._on_timer_update()
-        except Exception as error:  # raised again in the screen's handler: the app ends
-            raise_in_handler(screen, error)
-
-
-_CLOCKED = render_on("clock")
-
-
-class ClockedScreen(Screen[None]):
-    """A screen whose updates run on an ``UpdateClock``, that restyles nothing on its
-    first resume, and that lays nothing out for a resize to the size it has (all of it
-    Textual's own with ``AGENTWORLD_RENDER_OFF=clock``)."""
+class QuietStartScreen(Screen[None]):
+    """A screen that restyles nothing on its first resume and lays nothing out for a
+    resize to the size it has: work Textual does at start for nothing."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._clock: UpdateClock | None = None
         self._resumed = False
-
-    @property
-    def _update_timer(self) -> UpdateClock:  # type: ignore[override]
-        if not _CLOCKED:
-            return super()._update_timer  # type: ignore[return-value]
-        if self._clock is None:
-            from textual.screen import UPDATE_PERIOD
-
-            self._clock = UpdateClock(self, UPDATE_PERIOD)
-        return self._clock
-
-    def on_unmount(self) -> None:
-        if self._clock is not None:
-            self._clock.pause()
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         """The first resume, at start, restyles nothing: every widget was styled as it was
         mounted, and styling them all again was 3% of the work to the first frame. Later
         resumes (after a screen above closes) restyle as Textual does."""
-        if _CLOCKED and not self._resumed:
+        if not self._resumed:
             self._resumed = True
             event.refresh_styles = False
 
@@ -265,7 +194,7 @@ class ClockedScreen(Screen[None]):
         Textual sends three (the app's, and two the screen sends itself after its layouts),
         each a full layout of every widget (2% of the work to the first frame); a layout
         that is due for another reason still comes with the next refresh."""
-        if _CLOCKED and event.size == self._compositor.size:
+        if event.size == self._compositor.size:
             event.stop()
             event.prevent_default()  # Screen's own handler would lay the screen out
 
