@@ -12,17 +12,16 @@ from typing import Any
 import pytest
 from ggufgen import write_scripted_model
 from textual import events
-from textual._styles_cache import StylesCache
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Input, Static, Tabs
+from textual.widgets import ContentSwitcher, Input, Static
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
 from agentworld_tui.ui import app as app_module
 from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.ui.panes.base import DomainPane
-from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
+from agentworld_tui.ui.widgets.status_bar import StatusBar
 
 LS_SCRIPT = (
     "checking the cwd</think><predicted_observation>user@devbox:~/project$ ls\n"
@@ -694,83 +693,6 @@ async def test_frames_of_the_views_leave_the_one_row_widgets_above_them_alone() 
         assert "scenario-line" not in rendered
         assert "reasoning-title" not in rendered
         assert "reasoning-edge" not in rendered
-
-
-def still_widgets(app: AgentWorldApp) -> dict[str, Widget]:
-    """The widgets a streaming view's frames render without their content changing."""
-    return {
-        "screen": app.screen,
-        "tab bar": app.tabs().query_one(Tabs),
-        # between the views and the status line, which a frame's counters update
-        "reasoning edge": pane(app).query_one("#reasoning-edge"),
-        "footer": app.query_one(Footer),
-        "prompt": pane(app).query_one("#prompt-row Label"),
-        "command line": pane(app).query_one("#keystrokes"),
-    }
-
-
-async def test_frames_of_the_views_hand_the_still_widgets_rows_without_drawing_them() -> None:
-    """Every screen update renders the screen and the tab bar (their containers' areas
-    hold the views), and one that brings the status line's counters the footer, the
-    command line and the reasoning panel's border (they lie between); while the views
-    stream, the rows they hand to the screen are the ones they drew before, not drawn
-    again through Textual's styling pass."""
-    app = make_app(None)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await asyncio.wait_for(app.tabs_ready.wait(), 30)
-        pane(app).line.cursor_blink = False  # as while its tab streams (a blink is a change)
-        await pilot.pause()
-        handed: dict[str, int] = {}
-        drawn: dict[str, int] = {}
-        for name, widget in still_widgets(app).items():
-
-            def hand(crop: Region, name: str = name, rows: Any = widget.render_lines) -> Any:
-                handed[name] = handed.get(name, 0) + 1
-                return rows(crop)
-
-            def draw(
-                *args: Any, name: str = name, styled: Any = widget._styles_cache.render, **kw: Any
-            ) -> Any:
-                drawn[name] = drawn.get(name, 0) + 1
-                return styled(*args, **kw)
-
-            widget.render_lines = hand  # type: ignore[method-assign]
-            widget._styles_cache.render = draw  # type: ignore[method-assign]
-        terminal = pane(app)
-        status = app.query_one(StatusBar)
-        for view in (terminal.reasoning.view, terminal.screen_view):  # as a turn streams
-            for step in range(30):
-                view.append(f"line {step}\n")
-                status.show(StatusInfo(generated=step + 1, phase="reasoning"))  # the counters
-                await pilot.pause()
-        assert all(handed.get(name, 0) >= 10 for name in still_widgets(app)), handed
-        assert drawn == {}
-
-
-async def test_the_still_widgets_draw_again_when_their_look_changes() -> None:
-    """The rows a widget keeps go when Textual would draw it again: after a new theme, a
-    new size or a focus change, each hands the screen what a fresh draw gives."""
-    app = make_app(None)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await asyncio.wait_for(app.tabs_ready.wait(), 30)
-
-        async def same_as_fresh(step: str) -> None:
-            await pilot.pause()
-            for name, widget in still_widgets(app).items():
-                crop = widget.outer_size.region
-                widget.render_lines(crop)  # what it keeps now, for the current look
-                fresh = StylesCache().render_widget(widget, crop)
-                assert widget.render_lines(crop) == fresh, (step, name)
-
-        await same_as_fresh("start")
-        before = app.screen.render_lines(app.screen.outer_size.region)
-        app.theme = "textual-light"
-        await same_as_fresh("theme")
-        assert app.screen.render_lines(app.screen.outer_size.region) != before
-        await pilot.resize_terminal(110, 30)  # narrower, still above the narrow layout
-        await same_as_fresh("size")
-        app.tabs().query_one(Tabs).focus()
-        await same_as_fresh("focus")
 
 
 async def test_covered_containers_paint_nothing_and_leave_no_gap() -> None:

@@ -20,3 +20,12 @@ def test_the_fence_names_something_for_each_private_use() -> None:
 def test_a_piece_textual_no_longer_has_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(textual_private.RELIES_ON, "Widget._no_such_part", "a test")
     assert textual_private.check() == ["Widget._no_such_part"]
+
+
+def test_the_measurement_switch_names_only_render_pieces() -> None:
+    """AGENTWORLD_RENDER_OFF (for measurement only) switches named pieces off; a name it
+    does not know is an error, not a run that measures nothing."""
+    assert textual_private._render_off("") == frozenset()
+    assert textual_private._render_off(" scrollbar, ") == {"scrollbar"}
+    with pytest.raises(ValueError, match="no render piece clock"):
+        textual_private._render_off("clock")

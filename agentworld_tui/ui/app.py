@@ -34,7 +34,7 @@ from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.textual_private import keep_rows, relabel
+from agentworld_tui.ui.textual_private import relabel
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -136,9 +136,7 @@ class AgentWorldApp(App[int]):
                         yield self.start_up.new_pane(name)
         with Vertical(id="bottom", classes="backdrop"):  # an update above never paints it
             yield StatusBar(id="status")
-            # A frame that brings the status line's counters renders every widget between
-            # the view and the footer's area; the footer does not change while a tab streams.
-            yield keep_rows(Footer())
+            yield Footer()
 
     def on_resize(self, event: events.Resize) -> None:
         self.fit(event.size.width)
@@ -155,7 +153,6 @@ class AgentWorldApp(App[int]):
         self.fit(self.size.width)
         self.loading.start()
         self.pane_built(self.query_one(DomainPane))
-        keep_rows(self.tabs().query_one(Tabs))  # every frame of a tab renders the bar
         self.show_status()
         self.call_after_refresh(self.call_later, self.start_up.build_other_tabs)
 

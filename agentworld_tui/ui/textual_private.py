@@ -1,23 +1,27 @@
 """Every use of Textual's private API, fenced in one module.
 
 The app leans on a few of Textual's internals where its public API has no cheap way to
-say the same thing: drawing a widget without the messages a refresh sends, a screen's
-update clock, rows that are handed to the screen again unchanged, a tab's label changed
-without a layout, the context a loop callback runs in. Each piece says what it relies on
+say the same thing: drawing a widget without the messages a refresh sends, a start that
+lays the screen out and restyles it once, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
+
+One piece is the app's own drawing, kept for what it saves while text streams: the
+scrollbar LineView draws into its rows (``scrollbar``). For measurement only,
+``AGENTWORLD_RENDER_OFF=scrollbar`` (read once, at import; a comma-separated list) switches
+it off, for Textual's own vertical scrollbar. (Two more, the main screen's own update clock
+and rows handed to the screen again unchanged, were measured so and removed: issue 28.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from textual import events
-from textual._styles_cache import StylesCache
 from textual.content import Content
 from textual.dom import NoScreen
 from textual.geometry import Region, Size
@@ -27,14 +31,30 @@ from textual.scroll_view import ScrollView
 from textual.widget import Widget
 from textual.widgets import Static, Tab
 
-if TYPE_CHECKING:
-    from textual.strip import Strip
+RENDER_PIECES = ("scrollbar",)
 
-    W = TypeVar("W", bound=Widget)
+
+def _render_off(value: str) -> frozenset[str]:
+    off = frozenset(name.strip() for name in value.split(",") if name.strip())
+    if unknown := off - set(RENDER_PIECES):
+        raise ValueError(
+            f"AGENTWORLD_RENDER_OFF: no render piece {', '.join(sorted(unknown))} "
+            f"(there are {', '.join(RENDER_PIECES)})"
+        )
+    return off
+
+
+RENDER_OFF = _render_off(os.environ.get("AGENTWORLD_RENDER_OFF", ""))
+"""The custom render pieces switched off for a measurement (see the module's doc)."""
+
+
+def render_on(piece: str) -> bool:
+    """Whether the custom render piece ``piece`` (one of ``RENDER_PIECES``) is on."""
+    assert piece in RENDER_PIECES, piece
+    return piece not in RENDER_OFF
+
 
 RELIES_ON: dict[str, str] = {
-    "textual._styles_cache.StylesCache.render_widget": "StillRows: rows handed out again",
-    "Widget._styles_cache": "keep_rows(): a widget's styles cache replaced",
     "Widget._pruning": "closing(): a widget being removed skips mounts of its children",
     "Widget._closing": "repaint(): a closing widget is not drawn",
     "Widget._layout_cache": "repaint(): what a refresh clears",
@@ -42,10 +62,9 @@ RELIES_ON: dict[str, str] = {
     "Widget._rich_style_cache": "repaint(): what a refresh clears",
     "Screen._dirty_widgets": "repaint(): the widgets the next screen update draws",
     "Screen._compositor": "repaint() and laid_out_at(): the screen's map and size",
-    "Screen._update_timer": "ClockedScreen: the clock a screen's updates run on",
-    "Screen._on_timer_update": "UpdateClock: a screen update",
-    "Screen._on_resize": "ClockedScreen: a resize to the laid-out size is skipped",
-    "Screen._on_screen_resume": "ClockedScreen: the first resume restyles nothing",
+    "Screen._update_timer": "repaint(): the timer a screen's updates run on",
+    "Screen._on_resize": "QuietStartScreen: a resize to the laid-out size is skipped",
+    "Screen._on_screen_resume": "QuietStartScreen: the first resume restyles nothing",
     "Tab._label": "relabel(): a tab's label without a layout",
     "MessagePump._context": "within(): run a loop callback as the widget's handlers run",
     "Widget._anchor_released": "scroll_to_end_now(): what scroll_to releases",
@@ -154,73 +173,13 @@ def repaint(widget: Widget, *regions: Region) -> None:
     screen._update_timer.resume()
 
 
-class UpdateClock:
-    """Stands in for the timer a Textual screen runs its updates on (``_update_timer``: it
-    is resumed when a widget needs drawing and paused by the update itself).
-
-    Textual's is a timer task, which after every update sleeps until its next tick and
-    only then waits to be resumed: each screen update woke the main thread once more, for
-    nothing, about a quarter of a millisecond of it on a busy virtual machine. This one
-    runs the update from the event loop's own timer, at most once per ``period`` as
-    Textual's does (an update asked for sooner waits for the rest of it).
-    """
-
-    def __init__(self, screen: Screen[Any], period: float) -> None:
-        self._screen = screen
-        self._period = period
-        self._handle: asyncio.Handle | None = None
-        self._last = float("-inf")
-
-    def resume(self) -> None:
-        if self._handle is not None:
-            return
-        loop = asyncio.get_running_loop()
-        wait = self._last + self._period - loop.time()
-        if wait > 0:
-            self._handle = loop.call_later(wait, self._tick)
-        else:
-            self._handle = loop.call_soon(self._tick)
-
-    def pause(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def _tick(self) -> None:
-        self._handle = None
-        screen = self._screen
-        if not screen.is_attached:
-            return
-        self._last = asyncio.get_running_loop().time()
-        try:
-            # As in Textual's timer task: the app and the screen are the active ones (the
-            # clock may be resumed from a callback that runs in another context, such as
-            # a frame woken by the engine thread).
-            with screen.app._context(), screen._context():
-                screen._on_timer_update()
-        except Exception as error:  # raised again in the screen's handler: the app ends
-            raise_in_handler(screen, error)
-
-
-class ClockedScreen(Screen[None]):
-    """A screen whose updates run on an ``UpdateClock``, that restyles nothing on its
-    first resume, and that lays nothing out for a resize to the size it has."""
+class QuietStartScreen(Screen[None]):
+    """A screen that restyles nothing on its first resume and lays nothing out for a
+    resize to the size it has: work Textual does at start for nothing."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._clock: UpdateClock | None = None
         self._resumed = False
-
-    @property
-    def _update_timer(self) -> UpdateClock:  # type: ignore[override]
-        if self._clock is None:
-            from textual.screen import UPDATE_PERIOD
-
-            self._clock = UpdateClock(self, UPDATE_PERIOD)
-        return self._clock
-
-    def on_unmount(self) -> None:
-        self._update_timer.pause()
 
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         """The first resume, at start, restyles nothing: every widget was styled as it was
@@ -240,48 +199,8 @@ class ClockedScreen(Screen[None]):
             event.prevent_default()  # Screen's own handler would lay the screen out
 
 
-class StillRows(StylesCache):
-    """A widget's styles cache that also keeps the rows it last handed out, with what they
-    were made for (the crop, the widget's size and styles, the line filters), and hands
-    them out again while nothing asks for a repaint.
-
-    Textual's own cache keeps each line until the widget is refreshed (``set_dirty`` or
-    ``clear``); this one is dropped at the same moments, so it is never staler than the
-    lines it was made from."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._kept: tuple[object, list[Strip]] | None = None
-
-    def set_dirty(self, *regions: Region) -> None:
-        self._kept = None
-        super().set_dirty(*regions)
-
-    def clear(self) -> None:
-        self._kept = None
-        super().clear()
-
-    def render_widget(self, widget: Widget, crop: Region) -> list[Strip]:
-        key = (crop, widget.outer_size, widget.styles._cache_key, *widget.get_line_filters())
-        kept = self._kept
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        strips = super().render_widget(widget, crop)
-        self._kept = (key, strips)
-        return strips
-
-
-def keep_rows(widget: W) -> W:
-    """Give ``widget`` a styles cache that keeps its rows (see ``StillRows``); for widgets
-    whose own content does not change while text streams."""
-    if not isinstance(widget._styles_cache, StillRows):
-        widget._styles_cache = StillRows()
-    return widget
-
-
 def check() -> list[str]:
     """What this module relies on and the installed Textual lacks (empty when all is there)."""
-    from textual import _styles_cache
     from textual.app import App
     from textual.scroll_view import ScrollView
 
@@ -292,7 +211,6 @@ def check() -> list[str]:
         "App": App,
         "Screen": Screen,
         "Tab": Tab,
-        "textual._styles_cache.StylesCache": _styles_cache.StylesCache,
     }
     missing: list[str] = []
     for name in RELIES_ON:

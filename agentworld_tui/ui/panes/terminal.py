@@ -19,7 +19,6 @@ from textual.widgets import Input, Label, Static
 from agentworld_tui.domains.terminal import TerminalDomain, command, entry, wait
 from agentworld_tui.ui.highlight import PROMPT, highlight_terminal
 from agentworld_tui.ui.panes.base import DomainPane
-from agentworld_tui.ui.textual_private import keep_rows
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.session import Turn
 
@@ -95,13 +94,8 @@ class TerminalPane(DomainPane):
     def compose_editor(self) -> ComposeResult:
         yield Static(id="queued", classes="hidden")
         with Horizontal(id="prompt-row", classes="backdrop"):
-            # Between the views and the status line: a frame that brings the counters
-            # renders them (see the footer in app.py); they keep their rows until they
-            # change.
-            yield keep_rows(Label("⟩"))
-            yield keep_rows(
-                KeystrokeInput(placeholder="type a command, Enter to run", id="keystrokes")
-            )
+            yield Label("⟩")
+            yield KeystrokeInput(placeholder="type a command, Enter to run", id="keystrokes")
 
     @property
     def line(self) -> KeystrokeInput:

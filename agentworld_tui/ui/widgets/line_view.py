@@ -9,7 +9,8 @@ The view draws its own vertical scrollbar in its last column, into the rows it c
 Textual's scrollbar is a widget of its own that renders every row again whenever the view
 scrolls (every frame while text streams in at the end), which cost as much as the rows of
 text themselves. The column is always there, so a bar that appears never changes the width
-text wraps at. Drag or click it to scroll.
+text wraps at. Drag or click it to scroll. (``AGENTWORLD_RENDER_OFF=scrollbar``, for
+measurement only, shows Textual's scrollbar in that column instead: see textual_private.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from textual.strip import Strip
 from agentworld_tui.ui.textual_private import (
     DirtyRows,
     disabled,
+    render_on,
     repaint,
     scroll_to_end_now,
     scroll_update,
@@ -38,6 +40,11 @@ MAX_LINE_CHARS = 5_000
 
 NO_BAR, TRACK, THUMB = 0, 1, 2
 """What a row shows in the scrollbar column: nothing (everything fits), track, thumb."""
+
+OWN_BAR = render_on("scrollbar")
+"""Whether the view draws its scrollbar itself (off: Textual's, in the same column)."""
+BAR = 1 if OWN_BAR else 0
+"""Columns of the view's rows (and its virtual width) that are its own scrollbar's."""
 
 
 def _tabs_expanded(line: Text) -> Text:
@@ -75,6 +82,15 @@ class LineView(DirtyRows, can_focus=True):
         overflow-y: hidden;  /* Textual's bar: the view draws its own (see the module's doc) */
     }
     """
+    if not OWN_BAR:
+        DEFAULT_CSS = """
+        LineView {
+            background: $surface;
+            overflow-y: auto;
+            scrollbar-size-vertical: 1;
+            scrollbar-gutter: stable;  /* the column the view keeps for its bar */
+        }
+        """
 
     def __init__(
         self,
@@ -220,7 +236,7 @@ class LineView(DirtyRows, can_focus=True):
             changed = self._rewrap(first, width, grown)
             drawn = len(self._rows)
             rows = drawn - 1 if drawn > 1 and not self._lines[-1].plain else drawn
-            size = Size(width + 1, rows)
+            size = Size(width + BAR, rows)
         else:
             widest = self._widest
             del widest[first:]
@@ -230,7 +246,7 @@ class LineView(DirtyRows, can_focus=True):
                 widest.append(most)
             changed = first
             drawn = len(self._lines)
-            size = Size(most + 1, self.line_count)  # + the scrollbar column
+            size = Size(most + BAR, self.line_count)  # + the scrollbar column
         # Rows from the first changed one down to the end of the old or the new content.
         end = max(drawn, self._drawn_rows)
         self._drawn_rows = drawn
@@ -275,8 +291,9 @@ class LineView(DirtyRows, can_focus=True):
         return row
 
     def _text_width(self) -> int:
-        """Columns for text: the view's width less the scrollbar column."""
-        return max(1, self._box().width - 1)
+        """Columns for text: the view's width less the scrollbar column (Textual's bar's
+        gutter, when it shows its own)."""
+        return max(1, self._box().width - BAR)
 
     def _box(self) -> Size:
         """The size of the rows' box: the view less its padding, border and Textual's
@@ -324,7 +341,7 @@ class LineView(DirtyRows, can_focus=True):
         for); only a horizontal scrollbar that appears or goes changes the view's layout."""
         old = self.virtual_size
         self.set_reactive(LineView.virtual_size, size)
-        if size.width == old.width and size.height >= old.height:
+        if OWN_BAR and size.width == old.width and size.height >= old.height:
             return  # more rows: the scroll offset stays valid and no scrollbar comes or goes
         shown = self.show_horizontal_scrollbar
         scroll_update(self, size)
@@ -389,6 +406,8 @@ class LineView(DirtyRows, can_focus=True):
     def allow_vertical_scroll(self) -> bool:
         """Textual's own bar is off (overflow-y: hidden), but the view scrolls once it has
         a size, as it would with that bar."""
+        if not OWN_BAR:
+            return super().allow_vertical_scroll
         return (
             self.is_scrollable
             and bool(self.container_size)
@@ -401,7 +420,7 @@ class LineView(DirtyRows, can_focus=True):
         """The thumb's first row and the row after its last; (0, 0) when the text fits."""
         height = self._box().height
         total = self.virtual_size.height
-        if height <= 0 or total <= height:
+        if not OWN_BAR or height <= 0 or total <= height:
             return (0, 0)
         size = max(1, round(height * height / total))
         # The rows are drawn at the whole-row offset (scroll_y is fractional mid-animation).
@@ -462,6 +481,8 @@ class LineView(DirtyRows, can_focus=True):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         # ScrollView's, less its scrollbar (the view draws its own) and its messages.
+        if not OWN_BAR and self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = new
         if round(old) != round(new):
             repaint(self, self._view_size().region)
         if new >= self.max_scroll_y:

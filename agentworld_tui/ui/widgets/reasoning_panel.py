@@ -8,7 +8,6 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from agentworld_tui.ui.textual_private import keep_rows
 from agentworld_tui.ui.widgets.line_view import LineView
 
 
@@ -51,10 +50,9 @@ class ReasoningPanel(Horizontal):
 
     def compose(self) -> ComposeResult:
         # The border, in a column of its own: a widget is painted for every update that
-        # touches its container's area, so the panel must not be its container. An update
-        # that brings the status line's counters still spans it: it keeps its rows.
+        # touches its container's area, so the panel must not be its container.
         with Vertical(id="reasoning-side", classes="backdrop"):
-            yield keep_rows(Widget(id="reasoning-edge"))
+            yield Widget(id="reasoning-edge")
         with Vertical(id="reasoning-frame", classes="backdrop"):
             with Vertical(id="reasoning-head", classes="backdrop"):  # see the class's doc
                 yield Static(Text("Reasoning"), id="reasoning-title")
