@@ -160,29 +160,53 @@ def test_a_server_that_is_not_there_is_an_env_error_at_reset() -> None:
 def test_a_schedule_sends_its_perturbations_at_their_turns(server) -> None:
     presets = {p.name: p for p in load_perturbations("terminal")[0]}
     schedule = [
-        {"turn": 2, "preset": "disk-full"},
-        {"turn": 4, "instruction": "The network is down from now on.", "persistent": True},
+        {"calls": [2], "preset": "disk-full"},
+        {"calls": ["4-"], "instruction": "The network is down from now on."},
     ]
     with Environment("terminal", engine=server.url, schedule=schedule) as env:
         env.reset()
         steps = [env.step(f"echo {n}\n") for n in range(1, 6)]
     assert [s.preset for s in steps] == ["", "disk-full", "", "", ""]
     assert [bool(s.perturbation) for s in steps] == [False, True, False, True, True]
+    # Each step records the rules that applied to it, as an MCP turn does.
+    assert [[(d.rule, d.fired) for d in s.schedule] for s in steps] == [
+        [], [(1, True)], [], [(2, True)], [(2, True)],
+    ]  # fmt: skip
+    assert steps[1].to_dict()["schedule"] == [
+        {
+            "rule": 1,
+            "draw": round(steps[1].schedule[0].draw, 6),
+            "fired": True,
+            "preset": "disk-full",
+        }
+    ]
     sent = sent_user_messages(server)
     assert presets["disk-full"].instruction in sent[1]
     assert "**Simulation Instruction:**" not in sent[0] + sent[2]
     assert all("The network is down from now on." in text for text in sent[3:])
 
 
-def test_a_bad_schedule_says_which_entry(server) -> None:
-    with pytest.raises(EnvError, match="schedule entry 2: terminal has no perturbation preset 'x'"):
+def test_a_bad_schedule_says_which_rule(server) -> None:
+    with pytest.raises(EnvError, match="rule 2: no terminal perturbation named 'x'"):
         Environment(
             "terminal",
             engine=server.url,
-            schedule=[{"turn": 1, "preset": "disk-full"}, {"turn": 3, "preset": "x"}],
+            schedule=[{"calls": [1], "preset": "disk-full"}, {"calls": [3], "preset": "x"}],
         )
-    with pytest.raises(EnvError, match="schedule entry 1: turn must be a whole number"):
-        Environment("terminal", engine=server.url, schedule=[{"turn": 0, "instruction": "x"}])
+    with pytest.raises(EnvError, match="rule 1: calls are numbers from 1"):
+        Environment("terminal", engine=server.url, schedule=[{"calls": [0], "instruction": "x"}])
+    with pytest.raises(EnvError, match=r"rule 1: unknown key 'turn' \(calls = \[N\] is turn N"):
+        Environment("terminal", engine=server.url, schedule=[{"turn": 2, "instruction": "x"}])
+
+
+def test_a_schedule_with_a_seed_draws_the_same_turns_every_episode(server) -> None:
+    schedule = {"seed": 7, "rule": [{"calls": ["1-"], "probability": 0.5, "instruction": "Slow."}]}
+    fired = []
+    for _episode in range(2):
+        with Environment("terminal", engine=server.url, schedule=schedule) as env:
+            env.reset()
+            fired.append([bool(env.step(f"echo {n}\n").perturbation) for n in range(1, 7)])
+    assert fired[0] == fired[1]
 
 
 def test_perturb_sends_a_preset_with_the_next_step_only(server) -> None:
@@ -191,7 +215,7 @@ def test_perturb_sends_a_preset_with_the_next_step_only(server) -> None:
         env.perturb(preset="disk-full")
         first = env.step("touch a\n")
         second = env.step("touch b\n")
-        with pytest.raises(EnvError, match="no perturbation preset 'nope'"):
+        with pytest.raises(EnvError, match="no terminal perturbation named 'nope'"):
             env.perturb(preset="nope")
     assert first.preset == "disk-full" and first.perturbation
     assert second.perturbation == ""

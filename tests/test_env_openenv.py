@@ -169,11 +169,14 @@ def test_a_bad_domain_or_schedule_is_one_line_before_serving(tmp_path: Path) -> 
         "agentworld: unknown domain 'tty'; choose from terminal, mcp, web, android, search, swe, os"
     ]
     schedule = tmp_path / "schedule.toml"
-    schedule.write_text('[[schedule]]\nturn = 2\npreset = "meteor"\n')
+    schedule.write_text('[[rule]]\ncalls = [2]\npreset = "meteor"\n')
     done = subprocess.run(
         [sys.executable, "-m", "agentworld_tui", "env", "serve", "--schedule", str(schedule),
          "--server", "http://127.0.0.1:9/v1"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "--schedule:" in done.stderr and "no perturbation preset 'meteor'" in done.stderr
+    assert (
+        "--schedule:" in done.stderr
+        and "rule 1: no terminal perturbation named 'meteor'" in done.stderr
+    )

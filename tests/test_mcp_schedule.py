@@ -12,9 +12,9 @@ from mcp import Client
 from mcpfixtures import remote_simulator, reply_with, serving, session_turns, write_tools
 
 from agentworld_tui.agents.mcp import toolset as toolsets
-from agentworld_tui.agents.mcp.schedule import ScheduleError, load_schedule, parse_schedule
 from agentworld_tui.agents.mcp.server import AgentServer
 from agentworld_tui.agents.mcp.sessions import SessionFolder
+from agentworld_tui.agents.schedule import ScheduleError, load_schedule, parse_schedule
 from agentworld_tui.world.perturbation import load_perturbations
 
 SCHEDULE = """
@@ -147,3 +147,32 @@ async def test_each_turn_records_what_the_schedule_gave_it(tmp_path: Path) -> No
         if folder is folders[0]:
             first_run = folder_turns
     assert folder_turns == first_run  # the same schedule, run again
+
+
+def test_the_inline_forms_read_like_the_file_and_write_back() -> None:
+    table = parse_schedule(_toml(SCHEDULE), "mcp")
+    rules = parse_schedule(_toml(SCHEDULE)["rule"], "mcp")
+    assert rules.rules == table.rules and rules.seed == 0
+    assert parse_schedule(table.to_dict(), "mcp") == table
+    assert table.to_dict()["rule"][1] == {
+        "calls": ["3-"],
+        "probability": 0.5,
+        "instruction": "The notebook is read-only now: every write fails with EROFS.",
+    }
+    assert not parse_schedule(None, "mcp") and not parse_schedule([], "mcp")
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"schedule": []}, "[[schedule]] tables are [[rule]] now"),
+        ([{"turn": 2, "preset": "timeout"}], "rule 1: unknown key 'turn' (calls = [N] is turn N"),
+        ([{"calls": [2], "instruction": "x", "persistent": True}], 'calls = ["N-"] every turn'),
+    ],
+)
+def test_the_environment_s_old_entries_say_how_to_write_them_now(
+    data: object, problem: str
+) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        parse_schedule(data, "mcp")
+    assert problem in str(caught.value)

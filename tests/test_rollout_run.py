@@ -67,7 +67,7 @@ def test_episodes_are_written_as_the_policy_saw_them(world_model, tmp_path: Path
         "List the files in /app.",
         "terminal",
         scenario="web-server",
-        schedule=[{"turn": 2, "preset": "disk-full"}],
+        schedule={"rule": [{"calls": [2], "preset": "disk-full"}]},
     )
     with PolicyServer([LS, PWD, Say("Listed them.")]) as policy:
         summary = play([task], world_model.url, policy, tmp_path, episodes=2, seed=40)

@@ -27,7 +27,11 @@ def test_bad_lines_are_reported_by_line_and_the_rest_is_kept(tmp_path: Path) -> 
             {"instruction": "No domain."},
             {"instruction": "x", "domain": "tty"},
             {"instruction": "x", "domain": "terminal", "scenario": "moon"},
-            {"instruction": "x", "domain": "terminal", "schedule": [{"turn": 1, "preset": "nope"}]},
+            {
+                "instruction": "x",
+                "domain": "terminal",
+                "schedule": [{"calls": [1], "preset": "nope"}],
+            },
             {"id": "a", "instruction": "Again.", "domain": "terminal"},
             {"instruction": "x", "domain": "web", "reward": 1},
             "",
@@ -49,7 +53,7 @@ def test_bad_lines_are_reported_by_line_and_the_rest_is_kept(tmp_path: Path) -> 
     assert problems[1] == "tasks.jsonl:3: the domain is missing"
     assert problems[2].startswith("tasks.jsonl:4: unknown domain 'tty'; choose from terminal")
     assert problems[3].startswith("tasks.jsonl:5: terminal has no scenario 'moon'")
-    assert "no perturbation preset 'nope'" in problems[4]
+    assert "schedule: rule 1: no terminal perturbation named 'nope'" in problems[4]
     assert problems[5] == "tasks.jsonl:7: the id 'a' is already used by another task"
     assert problems[6].startswith("tasks.jsonl:8: unknown key 'reward'")
     assert problems[7] == "tasks.jsonl:10: the instruction is missing or empty"
@@ -62,12 +66,12 @@ def test_toml_tasks(tmp_path: Path) -> None:
     path = tmp_path / "tasks.toml"
     path.write_text(
         '[[task]]\nid = "fix"\ninstruction = "Fix the build."\ndomain = "terminal"\n'
-        'scenario = "data-pipeline"\n[[task.schedule]]\nturn = 2\npreset = "disk-full"\n\n'
+        'scenario = "data-pipeline"\n[[task.schedule]]\ncalls = [2]\npreset = "disk-full"\n\n'
         '[[task]]\ninstruction = "Nothing else."\n'
     )
     found = load_tasks(path)
     assert [t.key for t in found.tasks] == ["fix"]
-    assert found.tasks[0].schedule == [{"turn": 2, "preset": "disk-full"}]
+    assert found.tasks[0].schedule == {"seed": 0, "rule": [{"calls": [2], "preset": "disk-full"}]}
     assert found.problems == ["tasks.toml: task 2: the domain is missing"]
 
 

@@ -49,7 +49,7 @@ def register(
     serve.add_argument("--scenario", metavar="NAME", help="a scenario of the domain, or a file")
     serve.add_argument("--world", metavar="NAME", help="a fictional world by name, or a .toml")
     serve.add_argument(
-        "--schedule", metavar="FILE", help="perturbations by turn ([[schedule]] TOML or JSON)"
+        "--schedule", metavar="FILE", help="a perturbation schedule (TOML or JSON, docs/agents.md)"
     )
     serve.add_argument(
         "--max-steps", type=_whole(1, 100_000), metavar="N", help="end each episode after N steps"
@@ -94,13 +94,13 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
             f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
         ) from None
     from agentworld_tui.agents.env import EnvError, Environment, load_simulator, open_simulator
-    from agentworld_tui.agents.env.schedule import ScheduleError, load_schedule_file
+    from agentworld_tui.agents.schedule import ScheduleError, load_schedule
 
     settings = settings_from_args(args)
     schedule = None
     if args.schedule:
         try:
-            schedule = load_schedule_file(args.domain, args.schedule)
+            schedule = load_schedule(args.schedule, args.domain)
         except ScheduleError as exc:
             raise UserError(f"--schedule: {exc}") from None
     engine = make_engine(settings)

@@ -22,9 +22,9 @@ from agentworld_tui.cli.launch import UserError
 if TYPE_CHECKING:
     import socket
 
-    from agentworld_tui.agents.mcp.schedule import Schedule
     from agentworld_tui.agents.mcp.server import AgentServer
     from agentworld_tui.agents.mcp.toolset import Toolset
+    from agentworld_tui.agents.schedule import Schedule
     from agentworld_tui.simulator import Simulator
     from agentworld_tui.world.fictional_world import FictionalWorld
 
@@ -270,7 +270,7 @@ def _schedule(args: argparse.Namespace, domain: str) -> Schedule | None:
         if args.schedule_seed is not None:
             raise UserError("--schedule-seed goes with --schedule")
         return None
-    from agentworld_tui.agents.mcp.schedule import ScheduleError, load_schedule
+    from agentworld_tui.agents.schedule import ScheduleError, load_schedule
 
     try:
         schedule = load_schedule(args.schedule, domain)

@@ -30,10 +30,12 @@ from agentworld_tui.agents.env.environment import (
 )
 from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
-from agentworld_tui.agents.env.schedule import (
+from agentworld_tui.agents.schedule import (
+    Decision,
+    Rule,
     Schedule,
-    ScheduledPerturbation,
     ScheduleError,
+    load_schedule,
     parse_schedule,
 )
 from agentworld_tui.world.action import ActionError
@@ -42,6 +44,7 @@ __all__ = [
     "ActionError",
     "ActionInput",
     "Cost",
+    "Decision",
     "EnvError",
     "Environment",
     "EnvironmentPool",
@@ -49,15 +52,16 @@ __all__ = [
     "PendingStep",
     "RetryPolicy",
     "RetryingEngine",
+    "Rule",
     "Schedule",
     "ScheduleError",
-    "ScheduledPerturbation",
     "SessionFile",
     "StepOutcome",
     "StepResult",
     "ToolCall",
     "engine_spec",
     "is_transient",
+    "load_schedule",
     "load_simulator",
     "make_action",
     "open_simulator",

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy
-from agentworld_tui.agents.env.schedule import ScheduleError, parse_schedule
+from agentworld_tui.agents.schedule import Decision, ScheduleError, joined_control, parse_schedule
 from agentworld_tui.engines.base import Engine, EngineError, GenerationParams
 from agentworld_tui.engines.factory import EngineSpec, make_engine
 from agentworld_tui.simulator import Home, Saver, Simulator, SimulatorError, TurnRun, home_on
@@ -134,6 +134,8 @@ class StepResult:
     """The control instruction sent with this turn ("" for none)."""
     preset: str = ""
     """The perturbation preset it came from ("" for free text or none)."""
+    schedule: tuple[Decision, ...] = ()
+    """The schedule's rules that applied to this turn, each drawn and fired or not."""
     done: bool = False
     """The episode reached its step limit."""
     extraction: str = ""
@@ -159,6 +161,7 @@ class StepResult:
             "cost": self.cost.to_dict(),
             "perturbation": self.perturbation,
             "preset": self.preset,
+            "schedule": [d.to_dict() for d in self.schedule],
             "done": self.done,
             "extraction": self.extraction,
         }
@@ -299,12 +302,19 @@ class PendingStep:
     """A step on its way: wait for it (``wait``, or ``await result()``), or ``cancel`` it."""
 
     def __init__(
-        self, environment: Environment, run: TurnRun, *, started: float, preset: str
+        self,
+        environment: Environment,
+        run: TurnRun,
+        *,
+        started: float,
+        preset: str,
+        decisions: Sequence[Decision] = (),
     ) -> None:
         self.environment = environment
         self.run = run
         self.started = started
         self.preset = preset
+        self.decisions = tuple(decisions)
         self.ended = 0.0
         self._result: StepResult | None = None
         run.on_complete.append(self._mark_end)
@@ -373,8 +383,8 @@ class Environment:
     simulator of its own; ``simulator`` shares one (an ``EnvironmentPool``'s). ``scenario``
     is a name from ``prompts/<domain>/scenarios.toml``, a scenario file, or a ``Scenario``
     (default: the domain's first). ``world`` is a fictional world's name or file, or a
-    ``FictionalWorld``. ``schedule`` injects perturbations by turn (``parse_schedule``'s
-    forms). ``seed`` fixes the sampling seed (``None``: the settings' seed). ``max_steps``
+    ``FictionalWorld``. ``schedule`` injects perturbations by turn and tool (a schedule
+    file's table or its list of rules, see ``agents.schedule``). ``seed`` fixes the sampling seed (``None``: the settings' seed). ``max_steps``
     ends the episode after that many steps. ``session_file`` saves every step there.
     """
 
@@ -400,7 +410,7 @@ class Environment:
         self.scenario = resolve_scenario(self.domain, scenario)
         self.world = resolve_world(world)
         try:
-            self.schedule = parse_schedule(self.domain.name, schedule)
+            self.schedule = parse_schedule(schedule, self.domain.name)
         except ScheduleError as exc:
             raise EnvError(str(exc)) from None
         if max_steps is not None and max_steps < 1:
@@ -529,7 +539,12 @@ class Environment:
             raise EnvError(f"the episode ended after {self.max_steps} steps: reset it")
         made = make_action(self.domain, episode.session.scenario, action)
         session = episode.session
-        preset = self._apply_schedule(session)
+        decisions = self._decide(session, made)
+        own = session.control
+        scheduled = joined_control(own, decisions)
+        if scheduled is not None:
+            session.control = scheduled
+        preset = session.control.preset if session.control is not None else ""
         params = self._params()
         started = time.monotonic()
         saver = self._saver()
@@ -538,9 +553,14 @@ class Environment:
                 session, made, params=params, owner=self.owner, save=saver, home=home
             )
         except SimulatorError as exc:
+            session.control = own
             raise EnvError(str(exc)) from None
+        if scheduled is not None:  # the schedule's instruction goes with this turn only
+            session.control = own if own is not None and own.persistent else None
         episode.steps += 1
-        episode.pending = PendingStep(self, run, started=started, preset=preset)
+        episode.pending = PendingStep(
+            self, run, started=started, preset=preset, decisions=decisions
+        )
         return episode.pending
 
     def cancel(self) -> bool:
@@ -557,17 +577,13 @@ class Environment:
         """Send a control instruction with the next step (every step with ``persistent``):
         free text, or a preset of the domain by name."""
         try:
-            entry = parse_schedule(
+            rule = parse_schedule(
+                [{"instruction": instruction or ""} if preset is None else {"preset": preset}],
                 self.domain.name,
-                [
-                    {"turn": 1, "instruction": instruction}
-                    if preset is None
-                    else {"turn": 1, "preset": preset}
-                ],
-            ).entries[0]
+            ).rules[0]
         except ScheduleError as exc:
-            raise EnvError(str(exc).replace("schedule entry 1: ", "")) from None
-        self.session.set_control(entry.instruction, persistent=persistent, preset=entry.preset)
+            raise EnvError(str(exc).removeprefix("rule 1: ")) from None
+        self.session.set_control(rule.instruction, persistent=persistent, preset=rule.preset)
 
     def fork(
         self, *, seed: int | None = None, session_file: str | Path | None = None
@@ -676,14 +692,15 @@ class Environment:
             params = replace(params, seed=self.seed)
         return params
 
-    def _apply_schedule(self, session: Session) -> str:
-        """The schedule's instruction for the coming turn, unless one is set by hand;
-        returns the preset the turn is sent with ("" for none)."""
-        if session.control is None:
-            entry = self.schedule.at(len(session.turns) + 1)
-            if entry is not None:
-                session.set_control(entry.instruction, preset=entry.preset)
-        return session.control.preset if session.control is not None else ""
+    def _decide(self, session: Session, action: Action) -> list[Decision]:
+        """The schedule's rules for the coming turn: the episode's call ``turns + 1``, and
+        the how-manieth call of the action's tool (actions that are no tool call have
+        none)."""
+        if not self.schedule:
+            return []
+        tool = _tool_of(action)
+        tool_call = 1 + sum(1 for t in session.turns if tool and _tool_of(t.action) == tool)
+        return self.schedule.decide(tool, len(session.turns) + 1, tool_call)
 
     def _saver(self) -> Saver | None:
         target = self.session_file
@@ -716,9 +733,18 @@ class Environment:
             action=turn.action,
             perturbation=turn.control,
             preset=pending.preset,
+            schedule=pending.decisions,
             done=done,
             extraction=turn.extraction,
         )
+
+
+def _tool_of(action: Action) -> str:
+    """The tool an action calls: an agent tool's or a web page action's name ("" for a
+    command, or any other kind of action)."""
+    payload = action.payload
+    name = payload.get("name") if isinstance(payload, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 # -- names to things ---------------------------------------------------------------------------

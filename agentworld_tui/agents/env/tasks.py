@@ -3,7 +3,8 @@
 A tasks file is JSON Lines (one object a line) or TOML (``[[task]]`` tables). A task has an
 ``instruction`` and a ``domain``, and optionally an ``id``, a ``scenario`` (a name from
 ``prompts/<domain>/scenarios.toml``, or a file), a fictional ``world``, a perturbation
-``schedule`` (see ``schedule.parse_schedule``), ``max_steps`` and ``system`` (the policy's
+``schedule`` (a table with a ``seed`` and ``rule`` list, or just the list of rules; see
+``agents.schedule``), ``max_steps`` and ``system`` (the policy's
 system prompt instead of the default). Every task is checked in full when the file is read:
 a bad one is reported with its line (JSONL) or its place (TOML) and what is wrong, and the
 others run.
@@ -23,7 +24,7 @@ from agentworld_tui.agents.env.environment import (
     resolve_scenario,
     resolve_world,
 )
-from agentworld_tui.agents.env.schedule import ScheduleError, parse_schedule
+from agentworld_tui.agents.schedule import ScheduleError, parse_schedule
 
 KEYS = ("id", "instruction", "domain", "scenario", "world", "schedule", "max_steps", "system")
 MAX_TASKS_BYTES = 64 << 20
@@ -42,7 +43,8 @@ class Task:
     domain: str
     scenario: str | None = None
     world: str | None = None
-    schedule: list[dict[str, Any]] = field(default_factory=list)
+    schedule: dict[str, Any] = field(default_factory=dict)
+    """The schedule as written in a file (``{"seed": 0, "rule": [...]}``); empty for none."""
     max_steps: int | None = None
     system: str = ""
 
@@ -154,23 +156,22 @@ def check_task(data: dict[str, Any], where: str) -> Task:
         isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS
     ):
         raise TasksError(f"max_steps must be a whole number from 1 to {MAX_STEPS}")
-    schedule = data.get("schedule") or []
     try:
         domain = resolve_domain(domain_name)
         resolve_scenario(domain, data.get("scenario"))
         resolve_world(data.get("world"))
-        parse_schedule(domain.name, schedule)
+        schedule = parse_schedule(data.get("schedule") or None, domain.name)
     except (EnvError, ScheduleError) as exc:
-        raise TasksError(str(exc)) from None
-    if not isinstance(schedule, list):
-        schedule = [{"turn": k, "preset": v} for k, v in dict(schedule).items()]
+        raise TasksError(
+            f"schedule: {exc}" if isinstance(exc, ScheduleError) else str(exc)
+        ) from None
     return Task(
         key=str(key),
         instruction=instruction.strip(),
         domain=domain.name,
         scenario=data.get("scenario"),
         world=data.get("world"),
-        schedule=list(schedule),
+        schedule=schedule.to_dict() if schedule else {},
         max_steps=steps,
         system=str(data.get("system") or ""),
     )

@@ -47,7 +47,6 @@ from agentworld_tui.agents.mcp.http import (
     uvicorn_config,
 )
 from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
-from agentworld_tui.agents.mcp.schedule import Decision, Schedule
 from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
     HOLD_EVERY,
@@ -64,13 +63,12 @@ from agentworld_tui.agents.mcp.steering import (
     TurnStarted,
 )
 from agentworld_tui.agents.mcp.toolset import Toolset, UnknownTool
+from agentworld_tui.agents.schedule import Schedule, joined_control
 from agentworld_tui.simulator import Simulator, SimulatorError, home_on
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.fictional_world import FictionalWorld
 from agentworld_tui.world.perturbation import (
-    ControlInstruction,
     Perturbation,
-    join_instructions,
     load_perturbations,
 )
 from agentworld_tui.world.sanitize import sanitize
@@ -326,9 +324,9 @@ class AgentServer:
         number, tool_call = connection.calls + 1, connection.per_tool[tool] + 1
         decisions = self.schedule.decide(tool, number, tool_call) if self.schedule else []
         own = session.control
-        fired = [d for d in decisions if d.fired]
-        if fired:
-            session.control = _joined(own, fired)
+        scheduled = joined_control(own, decisions)
+        if scheduled is not None:
+            session.control = scheduled
         try:
             run = self.simulator.send(
                 session, action, owner=connection.id, home=home_on(asyncio.get_running_loop())
@@ -336,7 +334,7 @@ class AgentServer:
         except SimulatorError as exc:
             session.control = own
             raise MCPError(types.INTERNAL_ERROR, f"the world model cannot answer: {exc}") from None
-        if fired:
+        if scheduled is not None:
             session.control = own if own is not None and own.persistent else None
         connection.calls, connection.per_tool[tool] = number, tool_call
         call = AgentCall(connection, tool, number, tool_call, run, decisions)
@@ -567,14 +565,6 @@ class AgentServer:
 
 async def _no_discover(ctx: Any, params: types.RequestParams | None) -> types.DiscoverResult:
     raise MCPError(types.METHOD_NOT_FOUND, NO_SESSION)
-
-
-def _joined(own: ControlInstruction | None, fired: list[Decision]) -> ControlInstruction:
-    texts = [own.text] if own is not None else []
-    texts += [d.instruction for d in fired]
-    presets = [d.preset for d in fired if d.preset]
-    preset = presets[0] if len(fired) == 1 and own is None and presets else ""
-    return ControlInstruction(join_instructions(*texts), persistent=False, preset=preset)
 
 
 def _client_name(ctx: Any) -> str:

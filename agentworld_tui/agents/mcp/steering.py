@@ -18,8 +18,8 @@ from agentworld_tui.simulator import TurnRun
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
-    from agentworld_tui.agents.mcp.schedule import Decision
     from agentworld_tui.agents.mcp.sessions import OpenSession
+    from agentworld_tui.agents.schedule import Decision
 
 HOLD_EVERY = -1
 """``AgentConnection.hold``: hold every observation until told otherwise."""

@@ -1,6 +1,8 @@
 """Perturbation schedules: which calls of an agent meet which injected fault.
 
-A schedule is a TOML or JSON file::
+One format serves the MCP server (``agentworld mcp serve --schedule FILE``) and the
+environment (``Environment(schedule=...)``, a task's ``schedule``, ``agentworld env serve
+--schedule FILE``). A schedule is a TOML or JSON file::
 
     seed = 7
 
@@ -11,12 +13,19 @@ A schedule is a TOML or JSON file::
     preset = "rate-limit"       # one of prompts/<domain>/perturbations.toml ...
     # instruction = "..."       # ... or a control instruction of your own
 
-A rule's call numbers count the calls of its tool on one connection (from 1), or every
-call of the connection when the rule names no tool. Whether a rule fires is drawn from
-the seed, the rule's place in the file, the tool and the call number, and nothing else:
-the same file and seed give every connection the same schedule, whatever runs beside it.
-Rules that fire on one call are joined, in file order, into that turn's control
-instruction; the turn records each rule considered (``decisions``).
+or the same in Python: ``{"seed": 7, "rule": [{"calls": [3], "preset": "disk-full"}]}``, or
+just the list of rules (seed 0). ``calls = [3]`` is the third call only; ``calls = ["3-"]``
+is every call from the third on.
+
+A rule's call numbers count the calls of its tool (from 1), or every call when the rule
+names no tool: on one MCP connection, or in one episode of an environment (its turns: the
+tool of an action is its agent tool's or web page action's name, and a command has none,
+so only the rules without a tool apply to it).
+Whether a rule fires is drawn from the seed, the rule's place in the schedule, the tool and
+the call number, and nothing else: the same schedule and seed give every connection and
+every episode the same faults, whatever runs beside them. Rules that fire on one call are
+joined, in order and after an instruction set by hand, into that turn's control
+instruction; each rule considered is recorded as a ``Decision``.
 """
 
 from __future__ import annotations
@@ -24,11 +33,17 @@ from __future__ import annotations
 import json
 import random
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.world.perturbation import MAX_CONTROL_CHARS, load_perturbations
+from agentworld_tui.world.perturbation import (
+    MAX_CONTROL_CHARS,
+    ControlInstruction,
+    join_instructions,
+    load_perturbations,
+)
 
 MAX_RULES = 1000
 MAX_CALL = 10_000_000
@@ -52,6 +67,12 @@ class CallRange:
             and (not self.last or number <= self.last)
         )
 
+    def to_value(self) -> int | str:
+        """As written in a schedule: ``3``, ``"2-5"`` or ``"3-"``."""
+        if self.last == self.first:
+            return self.first
+        return f"{self.first}-{self.last or ''}"
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -69,13 +90,28 @@ class Rule:
         number = tool_call if self.tool else call
         return not self.calls or any(number in r for r in self.calls)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as written in a schedule (a preset by its name)."""
+        data: dict[str, Any] = {}
+        if self.tool:
+            data["tool"] = self.tool
+        if self.calls:
+            data["calls"] = [r.to_value() for r in self.calls]
+        if self.probability != 1:
+            data["probability"] = self.probability
+        if self.preset:
+            data["preset"] = self.preset
+        else:
+            data["instruction"] = self.instruction
+        return data
+
 
 @dataclass(frozen=True)
 class Decision:
     """One rule considered for one call: the draw, and whether it fired."""
 
     rule: int
-    """The rule's number in the file, from 1."""
+    """The rule's number in the schedule, from 1."""
     draw: float
     fired: bool
     instruction: str
@@ -90,9 +126,12 @@ class Decision:
 
 @dataclass(frozen=True)
 class Schedule:
-    rules: tuple[Rule, ...]
+    rules: tuple[Rule, ...] = ()
     seed: int = 0
     source: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
 
     def decide(self, tool: str, call: int, tool_call: int) -> list[Decision]:
         """The rules that apply to a connection's ``call``-th call, its ``tool_call``-th
@@ -110,6 +149,26 @@ class Schedule:
     def with_seed(self, seed: int) -> Schedule:
         return Schedule(self.rules, seed, self.source)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The schedule as written in a file (``parse_schedule`` reads it back)."""
+        return {"seed": self.seed, "rule": [r.to_dict() for r in self.rules]}
+
+
+def joined_control(
+    own: ControlInstruction | None, decisions: Sequence[Decision]
+) -> ControlInstruction | None:
+    """The instruction a call is sent with when ``decisions`` were made for it: ``own``
+    (set by hand) and then the rules that fired, in order; None when none fired. It holds
+    for that call only: put ``own`` back after it when ``own`` is persistent."""
+    fired = [d for d in decisions if d.fired]
+    if not fired:
+        return None
+    texts = [own.text] if own is not None else []
+    texts += [d.instruction for d in fired]
+    presets = [d.preset for d in fired if d.preset]
+    preset = presets[0] if len(fired) == 1 and own is None and presets else ""
+    return ControlInstruction(join_instructions(*texts), persistent=False, preset=preset)
+
 
 def load_schedule(path: str | Path, domain: str) -> Schedule:
     file = Path(path)
@@ -124,17 +183,33 @@ def load_schedule(path: str | Path, domain: str) -> Schedule:
             f"{file}: not valid {file.suffix.lstrip('.') or 'TOML'}: {exc}"
         ) from None
     try:
-        return parse_schedule(data, domain, str(file))
+        schedule = parse_schedule(data, domain, str(file))
+        if not schedule:
+            raise ScheduleError("the schedule has no [[rule]] entries")
     except ScheduleError as exc:
         raise ScheduleError(f"{file}: {exc}") from None
+    return schedule
 
 
 def parse_schedule(data: Any, domain: str, source: str = "") -> Schedule:
+    """A schedule from its TOML/JSON form, a table with a ``seed`` and a ``rule`` list; or
+    from just the list of rules (seed 0). ``None``, an empty list or an empty table is no
+    schedule, and a ``Schedule`` is itself. Raises ScheduleError saying which rule and
+    what is wrong."""
+    if data is None or data == {}:
+        return Schedule(source=source)
+    if isinstance(data, Schedule):
+        return data
+    if isinstance(data, list | tuple):
+        if not data:
+            return Schedule(source=source)
+        data = {"rule": list(data)}
     if not isinstance(data, dict):
         raise ScheduleError("a schedule is a table with a seed and [[rule]] entries")
     unknown = sorted(set(data) - {"seed", "rule"})
     if unknown:
-        raise ScheduleError(f"unknown key {unknown[0]!r} (a schedule has seed and rule)")
+        hint = "; [[schedule]] tables are [[rule]] now" if "schedule" in unknown else ""
+        raise ScheduleError(f"unknown key {unknown[0]!r} (a schedule has seed and rule{hint})")
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ScheduleError("seed must be a whole number")
@@ -150,15 +225,24 @@ def parse_schedule(data: Any, domain: str, source: str = "") -> Schedule:
 
 
 _RULE_KEYS = {"tool", "calls", "probability", "preset", "instruction"}
+_OLD_KEYS = {"turn", "persistent"}
+"""The environment's schedule entries before the formats were one."""
 
 
 def _rule(entry: Any, number: int, presets: dict[str, str], domain: str) -> Rule:
     where = f"rule {number}"
+    if isinstance(entry, Rule):
+        return entry
     if not isinstance(entry, dict):
         raise ScheduleError(f"{where} must be a table")
     unknown = sorted(set(entry) - _RULE_KEYS)
     if unknown:
-        raise ScheduleError(f"{where}: unknown key {unknown[0]!r}")
+        hint = (
+            ' (calls = [N] is turn N only, calls = ["N-"] every turn from N on)'
+            if unknown[0] in _OLD_KEYS
+            else ""
+        )
+        raise ScheduleError(f"{where}: unknown key {unknown[0]!r}{hint}")
     tool = entry.get("tool", "")
     if not isinstance(tool, str):
         raise ScheduleError(f"{where}: tool must be a tool's name")
