@@ -133,7 +133,12 @@ class RetryingEngine:
             if finished is None:
                 return
             last = attempt == attempts
-            if streamed or last or control.cancelled or not is_transient(finished):
+            if control.cancelled and not streamed and is_transient(finished):
+                # A stop that came while the server was refusing: the step was stopped,
+                # whichever of the two reached this line first.
+                yield _stopped(finished)
+                return
+            if streamed or last or not is_transient(finished):
                 if attempt > 1:
                     finished = self._after_retries(finished, attempt, started, given_up=last)
                 yield finished
@@ -150,9 +155,7 @@ class RetryingEngine:
                 finished.error,
             )
             if _paused(control, pause):
-                yield finished._replace(
-                    stats=finished.stats._replace(stop_reason="cancelled"), error=""
-                )
+                yield _stopped(finished)
                 return
 
     @staticmethod
@@ -164,6 +167,11 @@ class RetryingEngine:
         if error and given_up and is_transient(finished):
             error = f"{error} (given up after {attempt} tries)"
         return finished._replace(stats=stats, error=error)
+
+
+def _stopped(finished: Finished) -> Finished:
+    """``finished`` as a stopped generation rather than a failed one."""
+    return finished._replace(stats=finished.stats._replace(stop_reason="cancelled"), error="")
 
 
 def _paused(control: GenerationControl, seconds: float) -> bool:
