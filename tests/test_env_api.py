@@ -157,13 +157,14 @@ def test_a_server_that_is_not_there_is_an_env_error_at_reset() -> None:
         env.reset()
 
 
-def test_a_schedule_sends_its_perturbations_at_their_turns(server) -> None:
+def test_a_schedule_sends_its_perturbations_at_their_turns(server, tmp_path: Path) -> None:
     presets = {p.name: p for p in load_perturbations("terminal")[0]}
     schedule = [
         {"calls": [2], "preset": "disk-full"},
         {"calls": ["4-"], "instruction": "The network is down from now on."},
     ]
-    with Environment("terminal", engine=server.url, schedule=schedule) as env:
+    saved = tmp_path / "episode.json"
+    with Environment("terminal", engine=server.url, schedule=schedule, session_file=saved) as env:
         env.reset()
         steps = [env.step(f"echo {n}\n") for n in range(1, 6)]
     assert [s.preset for s in steps] == ["", "disk-full", "", "", ""]
@@ -179,6 +180,11 @@ def test_a_schedule_sends_its_perturbations_at_their_turns(server) -> None:
             "fired": True,
             "preset": "disk-full",
         }
+    ]
+    # The session file says which rules were drawn at which turn, as an MCP session does.
+    (tab,) = load_workspace(saved).tabs
+    assert [t.stats.get("schedule", []) for t in tab.turns] == [
+        s.to_dict()["schedule"] for s in steps
     ]
     sent = sent_user_messages(server)
     assert presets["disk-full"].instruction in sent[1]

@@ -34,8 +34,10 @@ def test_gymnasium_s_checks_accept_the_environment(server) -> None:
         check_action_space(env.action_space)
         check_reset_seed_determinism(env)
         env_reset_passive_checker(env, seed=3)
-        for _ in range(3):
+        env.action_space.seed(3)
+        for _ in range(3):  # samples up to 200,000 characters long: some outgrow the context
             env_step_passive_checker(env, env.action_space.sample())
+        env_step_passive_checker(env, "ls\n")
         assert env_render_passive_checker(env) == OBSERVATION
     finally:
         env.close()
@@ -60,6 +62,20 @@ def test_an_episode_with_text_spaces(server) -> None:
     finally:
         env.close()
     assert not env.observation_space.contains(7)
+
+
+def test_info_carries_the_schedule_s_decisions(server) -> None:
+    schedule = {"seed": 3, "rule": [{"calls": [2], "preset": "oom-killed"}]}
+    env = SimulatedEnv("terminal", engine=server.url, schedule=schedule)
+    try:
+        env.reset()
+        *_, first = env.step("ls\n")
+        *_, second = env.step("make\n")
+    finally:
+        env.close()
+    assert (first["schedule"], first["preset"]) == ([], "")
+    assert second["preset"] == "oom-killed" and second["perturbation"]
+    assert [(d["rule"], d["fired"]) for d in second["schedule"]] == [(1, True)]
 
 
 def test_every_domain_is_registered(server) -> None:

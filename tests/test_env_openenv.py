@@ -70,11 +70,14 @@ def wait_until_up(url: str, process: subprocess.Popen[str]) -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     sessions = tmp_path_factory.mktemp("sessions")
+    schedule = sessions.parent / "schedule.toml"
+    schedule.write_text('[[rule]]\ncalls = [2]\npreset = "disk-full"\n', encoding="utf-8")
     with SlotServer(slots=8, latency=0.02) as world_model:
         port = free_port()
         process = serve(
             "--server", world_model.url, "--domain", "terminal", "--scenario", "web-server",
             "--port", str(port), "--max-steps", "3", "--sessions", str(sessions),
+            "--schedule", str(schedule), "--schedule-seed", "4",
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
@@ -114,6 +117,10 @@ def test_an_openenv_client_completes_an_episode(served: Served) -> None:
     assert refused.observation["error"].startswith("empty action")
     assert refused.observation["text"] == OBSERVATION  # the episode goes on where it was
     assert tool.observation["turn"] == 2 and not tool.done
+    # The schedule's rule is for the episode's second turn only, and says it fired.
+    assert ran.observation["schedule"] == [] and ran.observation["preset"] == ""
+    assert tool.observation["preset"] == "disk-full"
+    assert [(d["rule"], d["fired"]) for d in tool.observation["schedule"]] == [(1, True)]
     assert state["step_count"] == 2 and state["domain"] == "terminal" and state["turns"] == 2
     assert last.done and last.observation["turn"] == 3
     # The episode is a session file the app opens, named safely from the episode id.
@@ -176,7 +183,11 @@ def test_a_bad_domain_or_schedule_is_one_line_before_serving(tmp_path: Path) -> 
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert (
-        "--schedule:" in done.stderr
-        and "rule 1: no terminal perturbation named 'meteor'" in done.stderr
-    )
+    assert f"{schedule}: rule 1: no terminal perturbation named 'meteor'" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", "env", "serve", "--schedule-seed", "3",
+         "--server", "http://127.0.0.1:9/v1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["agentworld: --schedule-seed goes with --schedule"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 
 DEFAULT_PORT = 8000
 EXTRA_HINT = "pip install 'agentworld-tui[openenv]'"
@@ -48,9 +49,7 @@ def register(
     serve.add_argument("--domain", default="terminal", help="the domain (default terminal)")
     serve.add_argument("--scenario", metavar="NAME", help="a scenario of the domain, or a file")
     serve.add_argument("--world", metavar="NAME", help="a fictional world by name, or a .toml")
-    serve.add_argument(
-        "--schedule", metavar="FILE", help="a perturbation schedule (TOML or JSON, docs/agents.md)"
-    )
+    add_schedule_flags(serve)
     serve.add_argument(
         "--max-steps", type=_whole(1, 100_000), metavar="N", help="end each episode after N steps"
     )
@@ -94,15 +93,9 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
             f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
         ) from None
     from agentworld_tui.agents.env import EnvError, Environment, load_simulator, open_simulator
-    from agentworld_tui.agents.schedule import ScheduleError, load_schedule
 
     settings = settings_from_args(args)
-    schedule = None
-    if args.schedule:
-        try:
-            schedule = load_schedule(args.schedule, args.domain)
-        except ScheduleError as exc:
-            raise UserError(f"--schedule: {exc}") from None
+    schedule = schedule_from_args(args, args.domain)
     engine = make_engine(settings)
     simulator = open_simulator(
         engine, params=settings.generation_params(), concurrency=args.concurrency

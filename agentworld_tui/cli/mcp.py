@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.cli.launch import UserError
+from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 
 if TYPE_CHECKING:
     import socket
 
     from agentworld_tui.agents.mcp.server import AgentServer
     from agentworld_tui.agents.mcp.toolset import Toolset
-    from agentworld_tui.agents.schedule import Schedule
     from agentworld_tui.simulator import Simulator
     from agentworld_tui.world.fictional_world import FictionalWorld
 
@@ -44,13 +44,6 @@ def _count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1024:
         raise argparse.ArgumentTypeError("must be a whole number from 1 to 1024")
     return int(text)
-
-
-def _seed(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("the seed must be a whole number") from None
 
 
 def _source_flags(parser: argparse.ArgumentParser) -> None:
@@ -125,12 +118,7 @@ def register(
         metavar="DIR",
         help="where each connection's session file goes (default: the app's sessions folder)",
     )
-    serve.add_argument(
-        "--schedule", metavar="FILE", help="a perturbation schedule (TOML or JSON, docs/agents.md)"
-    )
-    serve.add_argument(
-        "--schedule-seed", type=_seed, metavar="N", help="replace the schedule's seed"
-    )
+    add_schedule_flags(serve)
     serve.add_argument(
         "--world",
         metavar="NAME|FILE",
@@ -245,7 +233,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         toolset = replace(toolset, server_name=args.name)
-    schedule = _schedule(args, toolset.domain.name)
+    schedule = schedule_from_args(args, toolset.domain.name)
     world = _world(args.world) if args.world else None
     sock = _listen(args) if args.transport == "http" else None
     token = _token(args) if args.transport == "http" else ""
@@ -263,20 +251,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return asyncio.run(_serve(server, simulator, args, sock, token))
     finally:
         simulator.close()
-
-
-def _schedule(args: argparse.Namespace, domain: str) -> Schedule | None:
-    if not args.schedule:
-        if args.schedule_seed is not None:
-            raise UserError("--schedule-seed goes with --schedule")
-        return None
-    from agentworld_tui.agents.schedule import ScheduleError, load_schedule
-
-    try:
-        schedule = load_schedule(args.schedule, domain)
-    except ScheduleError as exc:
-        raise UserError(str(exc)) from None
-    return schedule if args.schedule_seed is None else schedule.with_seed(args.schedule_seed)
 
 
 def _world(wanted: str) -> FictionalWorld:

@@ -547,7 +547,7 @@ class Environment:
         preset = session.control.preset if session.control is not None else ""
         params = self._params()
         started = time.monotonic()
-        saver = self._saver()
+        saver = self._saver(len(session.turns) + 1, decisions)
         try:
             run = self.simulator.send(
                 session, made, params=params, owner=self.owner, save=saver, home=home
@@ -702,13 +702,22 @@ class Environment:
         tool_call = 1 + sum(1 for t in session.turns if tool and _tool_of(t.action) == tool)
         return self.schedule.decide(tool, len(session.turns) + 1, tool_call)
 
-    def _saver(self) -> Saver | None:
+    def _saver(self, number: int, decisions: list[Decision]) -> Saver | None:
+        """What runs on the session's thread once turn ``number`` is recorded: the
+        schedule's decisions go into its stats (so the session file and its exports say
+        which faults were drawn), then the session file is written."""
         target = self.session_file
-        if target is None:
+        if target is None and not decisions:
             return None
+        drawn = [decision.to_dict() for decision in decisions]
 
         def save(session: Session) -> str | None:
-            return target.save([session])
+            if drawn:
+                for turn in reversed(session.turns):
+                    if turn.number == number:
+                        turn.stats = {**turn.stats, "schedule": drawn}
+                        break
+            return target.save([session]) if target is not None else None
 
         return save
 

@@ -5,7 +5,8 @@ simulator predicts it (the scenario's state after ``reset``), an action is the d
 text (a command line, a browser call, a JSON tool call, Python). ``reward`` is 0: a world
 model predicts what happens, it does not judge it (score episodes with a judge, or a reward
 of your own over ``info``). An episode is truncated at ``max_steps`` and never terminates by
-itself. ``info`` carries the reasoning, the turn's status and its cost; an action the
+itself. ``info`` carries the reasoning, the turn's status, its cost and the perturbation
+schedule's decisions; an action the
 domain refuses leaves the observation as it was, with the app's message in
 ``info["error"]``, and the episode goes on.
 
@@ -107,6 +108,7 @@ class SimulatedEnv(gymnasium.Env[str, str]):
             "cost": step.cost.to_dict(),
             "perturbation": step.perturbation,
             "preset": step.preset,
+            "schedule": [decision.to_dict() for decision in step.schedule],
         }
         return self._shown, 0.0, False, step.done, info
 

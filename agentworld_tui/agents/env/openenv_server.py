@@ -80,6 +80,10 @@ class AgentWorldObservation(Observation):  # type: ignore[misc]
     cost: dict[str, Any] = Field(default_factory=dict, description="tokens and seconds")
     perturbation: str = Field(default="", description="the control instruction sent with it")
     preset: str = Field(default="", description="the perturbation preset it came from")
+    schedule: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the schedule's rules that applied to the turn: rule, draw, fired",
+    )
     tools: list[dict[str, Any]] = Field(
         default_factory=list, description="the agent tools (OpenAI form), at reset"
     )
@@ -218,6 +222,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             cost=step.cost.to_dict(),
             perturbation=step.perturbation,
             preset=step.preset,
+            schedule=[decision.to_dict() for decision in step.schedule],
             done=step.done,
         )
 
