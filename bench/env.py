@@ -10,7 +10,8 @@
    environments (256) each stepping as fast as its answers come, all through one
    simulator (asyncio, ``Environment.astep``). Steps a second ÷ the server's limit, and
    the memory each environment adds (resident set size after the run, less before the
-   environments were made, over N).
+   environments were made, over N). The control: the same requests from a bare asyncio
+   client that does nothing else, the most any Python client gets from this server here.
 3. Forks on recurrent models: an episode of a few turns on a scripted mamba and a jamba
    (hybrid) model, forked K times; each fork's first step's evaluated prompt tokens ÷ the
    tokens of its own turn (the prompt after the history it shares).
@@ -156,6 +157,50 @@ def throughput(
     return size * steps / elapsed, server.limit, grown / size, in_flight
 
 
+def bare_client(size: int, slots: int, latency: float, steps: int) -> float:
+    """The control for 2: the same requests from a bare asyncio client (one connection a
+    request, the answer read whole and its events parsed, nothing else), as a fraction of
+    the server's limit. What this machine and this server allow any Python client."""
+    import json
+    from urllib.parse import urlsplit
+
+    server = ServerProcess(slots, latency)
+    try:
+        where = urlsplit(server.url)
+        host, port = where.hostname or "127.0.0.1", where.port or 80
+        body = json.dumps(
+            {"model": "slot-model", "stream": True,
+             "messages": [{"role": "user", "content": "echo 1"}]}
+        ).encode()  # fmt: skip
+        head = (
+            f"POST {where.path}/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+
+        async def request() -> None:
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(head + body)
+            await writer.drain()
+            for line in (await reader.read()).split(b"\n"):
+                if line.startswith(b"data: {"):
+                    json.loads(line[6:])
+            writer.close()
+
+        async def play() -> float:
+            async def episode() -> None:
+                for _ in range(steps):
+                    await request()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(episode() for _ in range(size)))
+            return time.perf_counter() - started
+
+        elapsed = asyncio.run(play())
+        return size * steps / elapsed / server.limit
+    finally:
+        server.close()
+
+
 # -- 3. forks on recurrent models ----------------------------------------------------------------
 def fork_ratios(path: Path, history: int, forks: int) -> list[float]:
     """Each fork's first step: evaluated prompt tokens ÷ the tokens of its prompt that the
@@ -235,6 +280,11 @@ def main() -> int:
             )
             print(
                 f"   requests in flight at most {in_flight}; memory per environment {kib:.1f} KiB"
+            )
+            control = bare_client(args.envs, slots, latency, args.steps)
+            print(
+                f"   control: a bare asyncio client, the same requests: fraction {control:.3f} "
+                f"(the environments reach {fraction / control:.3f} of it)"
             )
 
         history, forks = (2, 2) if args.quick else (4, 8)

@@ -466,6 +466,8 @@ class RemoteEngine:
         self._server_tokenizes = True
         self._dropped: set[str] = set()
         self._api: openai.OpenAI | None = None
+        self._http: httpx2.Client | None = None
+        """The HTTP client under ``_api``: the answer's stream goes through it directly."""
         """The client, from first use to ``unload``; it holds no key."""
         self._api_lock = threading.Lock()
 
@@ -473,6 +475,7 @@ class RemoteEngine:
         """The settings and what was learnt of the server; a copy makes its own client."""
         state = self.__dict__.copy()
         state["_api"] = None
+        state["_http"] = None
         del state["_api_lock"]
         return state
 
@@ -734,24 +737,22 @@ class RemoteEngine:
         # timeouts are only a backstop that lets a reader blocked on a silent or
         # trickling server end on its own.
         #
-        # The body goes as it is, not through ``chat.completions.create``: that checks
-        # and converts every field of every message against the API's types, which cost
-        # more CPU than all the rest of a request with a long history, and the body here
-        # is plain JSON already (strings, numbers, flat dicts).
-        # Chunks come as the JSON the server sent (``_read_chunk``); an error event in the
-        # stream still raises the SDK's APIError.
-        import openai
+        # The body goes out as it is, through the HTTP client the SDK's client uses, and
+        # the events come back as the JSON the server sent (``engines/event_stream``):
+        # the SDK's request and event layers cost more CPU than all the rest of a step.
+        from agentworld_tui.engines.event_stream import open_event_stream
 
         backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
-        stream = self._client().post(
-            "/chat/completions",
-            cast_to=object,
-            body=request,
-            options={"headers": self._auth_headers(), "timeout": self._timeout(backstop)},
-            stream=True,
-            stream_cls=openai.Stream[object],
+        self._client()
+        assert self._http is not None
+        key = self._key()
+        return open_event_stream(
+            self._http,
+            f"{self.base_url.rstrip('/')}/chat/completions",
+            request,
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            timeout=self._timeout(backstop),
         )
-        return _ClosingStream(stream)
 
     def _deltas(
         self, splitter: ObservationSplitter, counts: _Counts, delta: Any
@@ -973,18 +974,19 @@ class RemoteEngine:
                 from agentworld_tui.engines.bounded_http import bounded_client
 
                 timeout = self._timeout(self.timeout)
+                self._http = bounded_client(timeout)
                 self._api = openai.OpenAI(
                     base_url=self.base_url,
                     api_key="no-key",  # never sent: every request names its own header
                     timeout=timeout,
                     max_retries=0,
-                    http_client=bounded_client(timeout),
+                    http_client=self._http,
                 )
             return self._api
 
     def _close_client(self) -> None:
         with self._api_lock:
-            client, self._api = self._api, None
+            client, self._api, self._http = self._api, None, None
         if client is not None:
             client.close()
 
@@ -1069,25 +1071,3 @@ class RemoteEngine:
             f"unexpected reply from {where} while {doing}: "
             f"{type(exc).__name__}: {safe_line(exc, 160)}"
         )
-
-
-class _ClosingStream:
-    """A stream that, closed before its end, ends its connection at once: closing it alone
-    leaves a read that another thread is blocked in waiting for the server's next byte,
-    and the server working on (or holding a slot for) an answer nobody reads. A stream
-    that has ended leaves its connection to the pool."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def __iter__(self) -> Iterator[_Chunk]:
-        try:
-            yield from self._stream
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        from agentworld_tui.engines.bounded_http import interrupt
-
-        interrupt(getattr(self._stream, "response", None))
-        self._stream.close()
