@@ -10,13 +10,13 @@ import pytest
 from agentworld_tui.engines.event_stream import sse_data
 
 BODY = (
-    ': a comment the server sends to keep the line open\r\n'
+    ": a comment the server sends to keep the line open\r\n"
     'data: {"a": 1}\r\n\r\n'
-    'event: message\n'
-    'id: 7\n'
+    "event: message\n"
+    "id: 7\n"
     'data: {"text": "caf\u00e9 \u2603",\n'
     'data:  "more": true}\n\n'
-    'data: [DONE]\n\n'
+    "data: [DONE]\n\n"
 ).encode()
 EVENTS = ['{"a": 1}', '{"text": "caf\u00e9 \u2603",\n "more": true}', "[DONE]"]
 
