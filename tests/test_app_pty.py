@@ -15,6 +15,7 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
 from faultserver import FaultServer, Reply
 from test_cli_output import HOSTILE
 
@@ -105,13 +106,20 @@ def run_app(args: list[str], server: FaultServer, size: tuple[int, int]) -> byte
     return bytes(written)
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(status=500, error_message=HOSTILE),
+        Reply(content=["a", "b"], error_event_after=1, error_message=HOSTILE),
+    ],
+    ids=["error-reply", "error-event-in-the-stream"],
+)
 def test_no_hostile_text_reaches_the_terminal(
-    isolated_dirs: dict[str, Path], tmp_path: Path
+    isolated_dirs: dict[str, Path], tmp_path: Path, reply: Reply
 ) -> None:
     shared = tmp_path / "shared.json"
     hostile_session_file(shared)
     models = [{"id": "world-" + HOSTILE.replace("\x00", "")}]  # an argument holds no NUL
-    reply = Reply(status=500, error_message=HOSTILE)
     with FaultServer(models=models, default=reply) as server:
         written = run_app(
             ["--session", str(shared), "--server", server.url, "--server-model", models[0]["id"]],
