@@ -322,7 +322,9 @@ def test_a_failed_session_save_still_prints_the_prediction(model: Path, tmp_path
     result = predict("--model", str(model), "--session", str(session), "ls")
     assert result.stdout == OBSERVATION + "\n"  # the prediction is not thrown away
     assert result.returncode == 1
-    (line,) = result.stderr.splitlines()
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    (line,) = lines
     assert line.startswith("agentworld: the turn was not saved: cannot ")  # lock or save
     assert str(session) in line and "Traceback" not in result.stderr
     assert not session.exists()

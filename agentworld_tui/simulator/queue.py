@@ -15,9 +15,11 @@ for; the server does the batching. A model load or switch waits until they are d
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +38,9 @@ from agentworld_tui.world.session import Conversation
 log = logging.getLogger("agentworld.queue")
 
 EventSink = Callable[[EngineEvent], None]
+
+EXIT_WAIT_S = 10.0
+"""How long the interpreter's exit waits for an engine's thread to unload its model."""
 
 
 @dataclass(eq=False)
@@ -86,6 +91,7 @@ class EngineQueue:
         self._counts = TokenCounts()
         self._thread = threading.Thread(target=self._work, name="engine", daemon=True)
         self._thread.start()
+        _OPEN.add(self)
 
     @property
     def running(self) -> GenerationJob | None:
@@ -225,3 +231,17 @@ class EngineQueue:
         except Exception as exc:  # a bug must not kill the worker or lose the turn
             log.exception("turn failed")
             job.sink(failed(f"internal error: {exc}"))
+
+
+_OPEN: weakref.WeakSet[EngineQueue] = weakref.WeakSet()
+
+
+@atexit.register
+def _unload_at_exit() -> None:
+    """Let every engine's thread end before the process does. A model unloading on that
+    thread while the process exits (``predict`` closes its simulator and returns at once)
+    frees llama.cpp's objects as its own teardown runs: ggml then aborts, and asks gdb
+    for a backtrace on stderr."""
+    for engine_queue in list(_OPEN):
+        engine_queue.close()
+        engine_queue.join(EXIT_WAIT_S)
