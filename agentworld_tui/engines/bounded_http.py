@@ -1,10 +1,10 @@
 """An HTTP client whose replies are bounded: what a server sends cannot exhaust memory.
 
-The OpenAI client reads error bodies and model lists whole, and buffers a line of the
-event stream until it ends; a broken or hostile server could send gigabytes, an endless
-line, or a byte a second. Each reply is wrapped before it is read: a body other than the
-answer's stream is bounded in size and in time, a line of the stream in size, and an
-error body is cut short (only its first line is ever shown).
+The OpenAI client reads error bodies and model lists whole; a broken or hostile server
+could send gigabytes, or a byte a second. Each reply is wrapped before it is read: a body
+is bounded in size and in time, and an error body is cut short (only its first line is
+ever shown). The answer's stream does not come through this client (``event_stream``);
+its bounds are kept there, with the same limits.
 
 One client serves an engine for its life, from many threads: the bounds are set per
 reply, the time a reply may take by its own request's read timeout.
@@ -12,11 +12,8 @@ reply, the time a reply may take by its own request's read timeout.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 
@@ -39,66 +36,29 @@ class _BoundedBody(httpx2.SyncByteStream):
     """A response body checked against its bounds as the bytes arrive, before buffering."""
 
     def __init__(
-        self,
-        body: httpx2.SyncByteStream,
-        *,
-        limit: int,
-        per_line: bool,
-        truncate: bool,
-        deadline_s: float | None,
-        network: object = None,
+        self, body: httpx2.SyncByteStream, *, limit: int, truncate: bool, deadline_s: float | None
     ) -> None:
         self._body = body
         self._limit = limit
-        self._per_line = per_line
         self._truncate = truncate
         self._deadline_s = deadline_s
         self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        self._network = network
-        self._ended = False
-        self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[bytes]:
         size = 0
         for part in self._body:
             if self._deadline is not None and time.monotonic() > self._deadline:
                 raise ReplyRefused(f"took more than {self._deadline_s:g} s to send its reply")
-            if self._per_line:
-                newline = part.rfind(b"\n")
-                size = len(part) - newline - 1 if newline >= 0 else size + len(part)
-            else:
-                size += len(part)
+            size += len(part)
             if size > self._limit:
                 if self._truncate:
                     yield part[: len(part) - (size - self._limit)]
                     return
-                what = "a line of its stream" if self._per_line else "a reply"
-                raise ReplyRefused(f"sent {what} longer than {self._limit >> 20} MiB")
+                raise ReplyRefused(f"sent a reply longer than {self._limit >> 20} MiB")
             yield part
-        with self._lock:
-            self._ended = True
 
     def close(self) -> None:
-        with self._lock:
-            self._ended = True  # from here on the connection may serve another request
         self._body.close()
-
-    def interrupt(self) -> None:
-        """End the connection under this body at once, unless the body has ended.
-
-        Closing a response alone leaves a read that another thread is blocked in waiting
-        for the server's next byte. Once the body has ended (or was closed) its connection
-        may go back to the pool and carry another request, so it is left alone then: the
-        check and the shutdown hold the lock that ``close`` takes before letting go.
-        """
-        get_extra_info = getattr(self._network, "get_extra_info", None)
-        with self._lock:
-            if self._ended or get_extra_info is None:
-                return
-            sock = get_extra_info("socket")
-            if isinstance(sock, socket.socket):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
 
 
 def _read_timeout(request: httpx2.Request) -> float | None:
@@ -110,7 +70,7 @@ def _read_timeout(request: httpx2.Request) -> float | None:
 def _bound(response: httpx2.Response, *, deadline_s: float | None) -> None:
     """Wrap a response's body in its bounds (a response hook: it runs before any read).
 
-    A body other than the answer's stream gets ``deadline_s`` seconds, or when that is
+    A body gets ``deadline_s`` seconds, or when that is
     None its own request's read timeout (the client's, or the one the request was sent
     with). A compressed body is left undecoded, so it fails to parse instead of unpacking
     to gigabytes past every bound; identity is what the client asks for.
@@ -120,34 +80,17 @@ def _bound(response: httpx2.Response, *, deadline_s: float | None) -> None:
     if deadline_s is None:
         deadline_s = _read_timeout(response.request)
     response.headers.pop("content-encoding", None)
-    if response.status_code >= 400:
-        limit, per_line, truncate, deadline = MAX_ERROR_BYTES, False, True, deadline_s
-    elif response.request.url.path.endswith("/chat/completions"):
-        # The answer's stream: its length is bounded by max_tokens, its pauses by the
-        # engine's idle timeout; here only one line is bounded.
-        limit, per_line, truncate, deadline = MAX_LINE_BYTES, True, False, None
-    else:
-        limit, per_line, truncate, deadline = MAX_BODY_BYTES, False, False, deadline_s
+    error = response.status_code >= 400
     response.stream = _BoundedBody(
         response.stream,
-        limit=limit,
-        per_line=per_line,
-        truncate=truncate,
-        deadline_s=deadline,
-        network=response.extensions.get("network_stream"),
+        limit=MAX_ERROR_BYTES if error else MAX_BODY_BYTES,
+        truncate=error,
+        deadline_s=deadline_s,
     )
 
 
-def interrupt(response: object) -> None:
-    """End the connection under a bounded response at once (see ``_BoundedBody.interrupt``);
-    nothing for a response whose body has ended, or one this client did not bound."""
-    body = getattr(response, "stream", None)
-    if isinstance(body, _BoundedBody):
-        body.interrupt()
-
-
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
     """The one TLS context every client uses: loading the certificate store takes tens of
     milliseconds of CPU."""
     return httpx2.create_ssl_context()
@@ -163,7 +106,7 @@ def bounded_client(timeout: httpx2.Timeout, *, deadline_s: float | None = None) 
     """
     return openai.DefaultHttpxClient(
         timeout=timeout,
-        verify=_tls_context(),
+        verify=tls_context(),
         headers={"Accept-Encoding": "identity"},
         limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
         event_hooks={"response": [functools.partial(_bound, deadline_s=deadline_s)]},

@@ -32,12 +32,14 @@ A remote server cannot be made to stop reasoning and answer mid-stream (that nee
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
 requests and reasoning budgets are ignored.
 
-The engine makes one client at first use and closes it on ``unload``: a pool of
-connections that every request and thread shares, so that a connection the server keeps
-alive serves the next request without a new TCP (or TLS) handshake, and no client is
-built for each request. The answer's stream is sent as plain JSON and read as plain JSON,
-past the SDK's types, and one thread watches every waiting stream's cancel request: with
-hundreds of streams at once, each of these had cost a large share of the CPU.
+The engine makes its clients at first use and closes them on ``unload``: the SDK's, for
+the model list and the server's other endpoints, and the answer's own (``event_stream``:
+the standard library's HTTP client, the request sent as plain JSON and the stream read as
+plain JSON, its connections kept alive for the next answer, so no TCP or TLS handshake per
+turn). One thread watches every stream's cancel request and silence, and ends the
+connection of each that must end. With hundreds of streams at once, the SDK's layers, a
+reader thread per stream and each stream waking itself to look had each cost a large
+share of the CPU.
 
 The API key is read from the environment variable named by ``api_key_env`` each time a
 request is made and put in that request's headers only: neither the engine nor its client
@@ -46,17 +48,14 @@ keeps it, so it cannot reach settings, sessions, exports or logs.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import math
 import os
-import queue
 import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -82,6 +81,8 @@ if TYPE_CHECKING:
     import httpx2
     import openai
 
+    from agentworld_tui.engines.event_stream import Connections, EventStream
+
 log = logging.getLogger("agentworld.remote")
 
 DEFAULT_N_CTX = 32768
@@ -91,14 +92,12 @@ PROMPT_MARGIN = 1.15
 """Head-room on an estimated prompt size when capping max_tokens to the context."""
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
-"""How often the cancel requests of waiting streams are looked at."""
+"""How often the cancel requests and the silence of the streams are looked at."""
 STREAMING = "streaming the answer"
 LONGEST_TOKEN_CHARS = 256
 """More characters than any token of a real vocabulary holds."""
 BLANK_CHUNK_SLACK = 16
 """Chunks without text that are not tokens (the role, the finish, keep-alives)."""
-READ_AHEAD = 256
-"""Chunks the reader may hold before the consumer takes them."""
 EXTRA_PARAMS = ("top_k", "chat_template_kwargs")
 """Parameters outside the OpenAI API: all are dropped when a server refuses a request."""
 DROPPABLE_PARAMS = (*EXTRA_PARAMS, "seed", "top_p", "stream_options")
@@ -288,61 +287,70 @@ def _read_chunk(chunk: Any) -> tuple[Any, str | None, Any]:
     return _field(choice, "delta"), finish if isinstance(finish, str) else None, usage
 
 
-_Chunk = object
-"""A chunk of the answer's stream: the JSON value of one event."""
+class _Watched:
+    """One answer's stream under the watch, and why the watch ended it ("" while not)."""
+
+    def __init__(self, stream: EventStream, control: Any, wait: float) -> None:
+        self.stream = stream
+        self.control = control
+        self.wait = wait
+        """Seconds the server may stay silent from ``last_at``."""
+        self.last_at = time.monotonic()
+        self.why = ""
+        """"cancelled" (a stop) or "silent" (past ``wait`` with nothing sent)."""
 
 
-class _End:
-    """The server ended the stream."""
+class _StreamWatch:
+    """Ends the streams that were stopped, or whose server stayed silent too long.
 
-
-class _Wake:
-    """Nothing arrived: look at the cancel request (``_CancelWatch``)."""
-
-
-_WAKE = _Wake()
-
-
-class _CancelWatch:
-    """Wakes the stream of a generation that was cancelled.
-
-    One thread looks at the cancel requests of all the streams waiting for a server,
-    every ``POLL_S``, while there are any. Each stream waking itself that often to look
-    cost a fifth of the process's CPU with a few hundred streams waiting at once.
+    A stream is read on the thread of its generation, blocked on the network between
+    chunks; one thread looks at every stream's cancel request and silence, every
+    ``POLL_S``, while there are any, and ends the connection of each that must end (the
+    blocked read then returns). A thread per stream to wait on, or each stream waking
+    itself that often to look, cost a large share of the process's CPU with a few hundred
+    streams at once.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watched: dict[object, tuple[Any, Callable[[], None]]] = {}
+        self._watched: set[_Watched] = set()
         self._running = False
 
-    def watch(self, key: object, control: Any, wake: Callable[[], None]) -> None:
-        """Call ``wake`` once, soon after ``control`` is cancelled (until ``forget``)."""
+    def watch(self, watched: _Watched) -> None:
         with self._lock:
-            self._watched[key] = (control, wake)
+            self._watched.add(watched)
             if not self._running:
                 self._running = True
-                thread = threading.Thread(target=self._run, name="remote-cancels", daemon=True)
+                thread = threading.Thread(target=self._run, name="remote-streams", daemon=True)
                 thread.start()
 
-    def forget(self, key: object) -> None:
+    def forget(self, watched: _Watched) -> None:
         with self._lock:
-            self._watched.pop(key, None)
+            self._watched.discard(watched)
 
     def _run(self) -> None:
         while True:
             time.sleep(POLL_S)
+            now = time.monotonic()
             with self._lock:
                 if not self._watched:
                     self._running = False
                     return
-                woken = [key for key, (control, _) in self._watched.items() if _cancelled(control)]
-                wakes = [self._watched.pop(key)[1] for key in woken]
-            for wake in wakes:
+                ending = []
+                for watched in self._watched:
+                    if _cancelled(watched.control):
+                        watched.why = "cancelled"
+                    elif now - watched.last_at > watched.wait:
+                        watched.why = "silent"
+                    else:
+                        continue
+                    ending.append(watched)
+                self._watched.difference_update(ending)
+            for watched in ending:
                 try:
-                    wake()
-                except Exception:  # a stream that cannot be woken looks at its next chunk
-                    log.debug("waking a cancelled stream failed", exc_info=True)
+                    watched.stream.interrupt()
+                except Exception:  # a stream that cannot be ended meets its own timeout
+                    log.debug("ending a stream failed", exc_info=True)
 
 
 def _cancelled(control: Any) -> bool:
@@ -353,84 +361,7 @@ def _cancelled(control: Any) -> bool:
         return False
 
 
-_CANCELS = _CancelWatch()
-
-
-class _ChunkReader:
-    """Reads the stream on its own thread, so a waiting stream can be cancelled at once.
-
-    The consumer waits in ``get``, woken by a chunk, the end, an error, or (with
-    ``control``) the generation's cancel request; ``close`` stops reading and closes the
-    response, and a reader blocked on the network finishes on its own at the next byte
-    or timeout.
-    """
-
-    def __init__(self, open_stream: Callable[[], Any], control: Any = None) -> None:
-        self._open_stream = open_stream
-        self._items: queue.Queue[_Chunk | BaseException | _End] = queue.Queue(READ_AHEAD)
-        self._closed = threading.Event()
-        self._stream: Any = None
-        self._lock = threading.Lock()
-        if control is not None:
-            _CANCELS.watch(self, control, self._wake)
-        self._thread = threading.Thread(target=self._run, name="remote-stream", daemon=True)
-        self._thread.start()
-
-    def get(self, timeout: float) -> _Chunk | BaseException | _End | None:
-        """The next item; None when ``timeout`` passed or a cancel request woke it."""
-        try:
-            item = self._items.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        return None if item is _WAKE else item
-
-    def _wake(self) -> None:
-        with contextlib.suppress(queue.Full):  # a full queue is read at once anyway
-            self._items.put_nowait(_WAKE)
-
-    def close(self) -> None:
-        _CANCELS.forget(self)
-        self._closed.set()
-        with self._lock:
-            stream = self._stream
-        if stream is not None:
-            try:
-                stream.close()
-            except Exception:  # closing a response another thread reads may fail; fine
-                log.debug("closing the stream failed", exc_info=True)
-
-    def _put(self, item: _Chunk | BaseException | _End) -> bool:
-        """Queue ``item`` once there is room; False (and dropped) once closed."""
-        while not self._closed.is_set():
-            try:
-                self._items.put(item, timeout=POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            stream = self._open_stream()
-            with self._lock:
-                self._stream = stream
-            if self._closed.is_set():
-                stream.close()
-                return
-            for chunk in stream:
-                if not self._put(chunk):
-                    break
-            self._put(_End())
-        except Exception as exc:
-            self._put(exc)
-        finally:
-            with self._lock:
-                stream, self._stream = self._stream, None
-            if stream is not None:
-                try:
-                    stream.close()
-                except Exception:
-                    log.debug("closing the stream failed", exc_info=True)
+_WATCH = _StreamWatch()
 
 
 class RemoteEngine:
@@ -466,16 +397,16 @@ class RemoteEngine:
         self._server_tokenizes = True
         self._dropped: set[str] = set()
         self._api: openai.OpenAI | None = None
-        self._http: httpx2.Client | None = None
-        """The HTTP client under ``_api``: the answer's stream goes through it directly."""
         """The client, from first use to ``unload``; it holds no key."""
+        self._connections: Connections | None = None
+        """The answer streams' kept connections, from first use to ``unload``."""
         self._api_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         """The settings and what was learnt of the server; a copy makes its own client."""
         state = self.__dict__.copy()
         state["_api"] = None
-        state["_http"] = None
+        state["_connections"] = None
         del state["_api_lock"]
         return state
 
@@ -599,64 +530,60 @@ class RemoteEngine:
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
-        reader = _ChunkReader(functools.partial(self._open_stream, request), control)
         finish: str | None = None
         usage: Any = None
         error = ""
         stop: StopReason | None = None
-        last_chunk_at = time.monotonic()
         tried_without: set[str] = set()
-        try:
-            while True:
-                if control.cancelled:
-                    stop = "cancelled"
-                    break
-                if control.take_answer_request():
-                    log.info("answer-now is not available on a remote server; ignored")
-                wait = self.idle_timeout if counts.started else self.timeout
-                left = last_chunk_at + wait - time.monotonic()
-                if left < 0:
-                    error = self._silent(wait, streaming=counts.started)
-                    break
-                item = reader.get(left + 0.001)  # until a chunk, a cancel, or the timeout
-                if item is None:
-                    continue
-                last_chunk_at = time.monotonic()
-                if isinstance(item, _End):
-                    break
-                if isinstance(item, BaseException):
-                    blamed = set() if counts.started else self._blamed_params(item)
+        while not control.cancelled:  # once, or again without the parameters a refusal blames
+            stream = self._event_stream(request)
+            watched = _Watched(stream, control, self.timeout)
+            _WATCH.watch(watched)
+            try:
+                stream.open()
+                for item in stream:
+                    watched.last_at = time.monotonic()
+                    delta, finished, reported = _read_chunk(item)
+                    if reported is not None:
+                        usage = reported
+                        counts.report(reported)
+                    yield from self._deltas(splitter, counts, delta)
+                    if finished:
+                        finish = finished
+                    if counts.started:
+                        watched.wait = self.idle_timeout
+                    if control.take_answer_request():
+                        log.info("answer-now is not available on a remote server; ignored")
+                    if control.cancelled:
+                        break
+                    if counts.at_least > max_tokens:
+                        log.warning(
+                            "%s kept sending past max_tokens (%d); the stream was closed",
+                            self.where,
+                            max_tokens,
+                        )
+                        stop = "max_tokens"
+                        break
+            except Exception as exc:
+                if watched.why == "silent":
+                    error = self._silent(watched.wait, streaming=counts.started)
+                elif not (watched.why or control.cancelled):
+                    blamed = set() if counts.started else self._blamed_params(exc)
                     if blamed:
                         self._dropped |= blamed
                         tried_without |= blamed
-                        reader.close()
                         request = self._request(messages, params, max_tokens)
-                        reader = _ChunkReader(
-                            functools.partial(self._open_stream, request), control
-                        )
                         continue
                     self._dropped -= tried_without  # leaving them out did not help
                     tried_without = set()
                     doing = STREAMING if counts.started else "starting the answer"
-                    error = self._describe(item, doing)
-                    break
-                delta, finished, reported = _read_chunk(item)
-                if reported is not None:
-                    usage = reported
-                    counts.report(reported)
-                yield from self._deltas(splitter, counts, delta)
-                if finished:
-                    finish = finished
-                if counts.at_least > max_tokens:
-                    log.warning(
-                        "%s kept sending past max_tokens (%d); the stream was closed",
-                        self.where,
-                        max_tokens,
-                    )
-                    stop = "max_tokens"
-                    break
-        finally:
-            reader.close()
+                    error = self._describe(exc, doing)
+            finally:
+                _WATCH.forget(watched)
+                stream.close()
+            break
+        if stop is None and not error and control.cancelled:
+            stop = "cancelled"
         if tried_without:
             self._say_dropped(tried_without)
         if stop is None:
@@ -732,26 +659,25 @@ class RemoteEngine:
             else "",
         )
 
-    def _open_stream(self, request: dict[str, Any]) -> Any:
-        # The stream's pauses are timed by the consumer (``stream``); the client's own
-        # timeouts are only a backstop that lets a reader blocked on a silent or
-        # trickling server end on its own.
-        #
-        # The body goes out as it is, through the HTTP client the SDK's client uses, and
-        # the events come back as the JSON the server sent (``engines/event_stream``):
-        # the SDK's request and event layers cost more CPU than all the rest of a step.
-        from agentworld_tui.engines.event_stream import open_event_stream
+    def _event_stream(self, request: dict[str, Any]) -> EventStream:
+        """The answer's request, not sent yet (``engines/event_stream``: the body goes out
+        as it is and the events come back as the JSON the server sent, through the
+        standard library's client; the SDK's layers cost more CPU than all the rest of a
+        step). The stream's pauses are timed by the watch (``_StreamWatch``); the socket's
+        own timeout is only a backstop."""
+        from agentworld_tui.engines.event_stream import Connections, EventStream
 
-        backstop = max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S
-        self._client()
-        assert self._http is not None
+        with self._api_lock:
+            if self._connections is None:
+                self._connections = Connections(f"{self.base_url.rstrip('/')}/chat/completions")
+            connections = self._connections
         key = self._key()
-        return open_event_stream(
-            self._http,
-            f"{self.base_url.rstrip('/')}/chat/completions",
+        return EventStream(
+            connections,
             request,
             headers={"Authorization": f"Bearer {key}"} if key else {},
-            timeout=self._timeout(backstop),
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=max(self.timeout, self.idle_timeout) + CONNECT_TIMEOUT_S,
         )
 
     def _deltas(
@@ -974,21 +900,23 @@ class RemoteEngine:
                 from agentworld_tui.engines.bounded_http import bounded_client
 
                 timeout = self._timeout(self.timeout)
-                self._http = bounded_client(timeout)
                 self._api = openai.OpenAI(
                     base_url=self.base_url,
                     api_key="no-key",  # never sent: every request names its own header
                     timeout=timeout,
                     max_retries=0,
-                    http_client=self._http,
+                    http_client=bounded_client(timeout),
                 )
             return self._api
 
     def _close_client(self) -> None:
         with self._api_lock:
-            client, self._api, self._http = self._api, None, None
+            client, self._api = self._api, None
+            connections, self._connections = self._connections, None
         if client is not None:
             client.close()
+        if connections is not None:
+            connections.close()
 
     # -- errors ----------------------------------------------------------------------------
     def _silent(self, seconds: float, *, streaming: bool) -> str:
