@@ -39,6 +39,8 @@ log = logging.getLogger("agentworld.queue")
 
 EventSink = Callable[[EngineEvent], None]
 
+WORKER_IDLE_S = 30.0
+"""How long a thread kept for a server's generations waits for the next before it ends."""
 EXIT_WAIT_S = 10.0
 """How long the interpreter's exit waits for an engine's thread to unload its model."""
 
@@ -89,6 +91,10 @@ class EngineQueue:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._counts = TokenCounts()
+        self._handed: queue.SimpleQueue[GenerationJob] = queue.SimpleQueue()
+        """A server's generations on their way to a thread kept for them."""
+        self._idle_workers = 0
+        """Threads kept for a server's generations, waiting, none promised a job."""
         self._thread = threading.Thread(target=self._work, name="engine", daemon=True)
         self._thread.start()
         _OPEN.add(self)
@@ -164,13 +170,39 @@ class EngineQueue:
                     self._waiting.remove(job)
                 self._running.append(job)
             if remote:
-                name = f"engine-{id(job):x}"
-                threading.Thread(target=self._run_one, args=(job,), name=name, daemon=True).start()
+                self._hand_out(job)
             else:
                 self._run_one(job)
         self._drain()
         if self.engine is not None and self.engine.loaded:
             self.engine.unload()
+
+    def _hand_out(self, job: GenerationJob) -> None:
+        """Run a server's generation on a thread of its own: an idle one kept from an
+        earlier generation, or a new one (starting a thread costs more than a step's
+        own work on a server that answers at once)."""
+        with self._lock:
+            spawn = self._idle_workers == 0
+            if not spawn:
+                self._idle_workers -= 1
+        self._handed.put(job)
+        if spawn:
+            threading.Thread(target=self._serve_jobs, name="engine-remote", daemon=True).start()
+
+    def _serve_jobs(self) -> None:
+        """A server's generations, one after another, until none came for ``IDLE_S``."""
+        while True:
+            try:
+                job = self._handed.get(timeout=WORKER_IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle_workers > 0:  # none was promised to this thread: retire
+                        self._idle_workers -= 1
+                        return
+                continue
+            self._run_one(job)
+            with self._lock:
+                self._idle_workers += 1
 
     def _run_one(self, job: GenerationJob) -> None:
         try:
