@@ -8,7 +8,6 @@ cancelled, or told to stop reasoning and answer, from another thread through its
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
@@ -112,26 +111,34 @@ EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Fini
 
 
 class GenerationControl:
-    """Thread-safe requests to a running stream."""
+    """Requests to a running stream, made from any thread.
+
+    Plain flags rather than ``threading.Event``: nothing waits on them (the streams poll
+    between tokens), a flag's store and load are atomic, and a pool of environments keeps one
+    control per step in flight, so the two locks and conditions each Event carries were most of
+    what the cyclic garbage collector had to scan.
+    """
+
+    __slots__ = ("__weakref__", "_answer_now", "_cancel")
 
     def __init__(self) -> None:
-        self._cancel = threading.Event()
-        self._answer_now = threading.Event()
+        self._cancel = False
+        self._answer_now = False
 
     def cancel(self) -> None:
-        self._cancel.set()
+        self._cancel = True
 
     def answer_now(self) -> None:
-        self._answer_now.set()
+        self._answer_now = True
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self._cancel
 
     def take_answer_request(self) -> bool:
         """True once after ``answer_now`` was called."""
-        if self._answer_now.is_set():
-            self._answer_now.clear()
+        if self._answer_now:
+            self._answer_now = False
             return True
         return False
 

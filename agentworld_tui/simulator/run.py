@@ -76,7 +76,9 @@ class StreamRun:
         """Called on the session's thread once the run is recorded (and saved)."""
         self._events: deque[object] = deque()
         self._final: object = None
-        self._signal = threading.Event()
+        self._signal: threading.Event | None = None
+        """Made by the first thread that blocks on the run (most runs are awaited, and an
+        Event's lock and condition are objects the garbage collector scans)."""
         self._waker: Callable[[], None] | None = None
         self._future: asyncio.Future[Any] | None = None
 
@@ -93,7 +95,9 @@ class StreamRun:
         if self.is_final(event):
             self._final = event
         self._events.append(event)
-        self._signal.set()
+        signal = self._signal
+        if signal is not None:
+            signal.set()
         if self._final is not None and self.home is not None:
             self.home(self.complete)
         waker = self._waker
@@ -177,14 +181,21 @@ class StreamRun:
             update.generated = last.generated
         return update
 
+    def _next_event(self) -> object:
+        """Block the calling thread until an event is there, and take it."""
+        signal = self._signal
+        if signal is None:
+            signal = self._signal = threading.Event()
+        while not self._events:
+            signal.clear()
+            if self._events:
+                break
+            signal.wait()
+        return self._events.popleft()
+
     def _wait_final(self) -> object:
         while True:
-            while not self._events:
-                self._signal.clear()
-                if self._events:
-                    break
-                self._signal.wait()
-            event = self._events.popleft()
+            event = self._next_event()
             if self.is_final(event):
                 self.complete()
                 return event
@@ -263,12 +274,7 @@ class TurnRun(StreamRun):
         """The events as they come, for a caller that waits on its own thread (the command
         line); the turn is recorded and saved before the last one is handed out."""
         while True:
-            while not self._events:
-                self._signal.clear()
-                if self._events:
-                    break
-                self._signal.wait()
-            event = self._events.popleft()
+            event = self._next_event()
             if type(event) is Finished:
                 self.complete()
             yield event  # type: ignore[misc]
