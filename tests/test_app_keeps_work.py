@@ -223,8 +223,10 @@ async def test_the_turn_is_on_disk_before_its_answer_is_drawn(ls_model: Path) ->
             error = save()
             path = app.workspace.path
             saved = load_workspace(path) if path is not None else None
-            drawn = "README.md  src" in pane(app).screen_view.text
-            seen_on_save.append(bool(saved and saved.turn_count) and not drawn)
+            # The answer streams onto the screen as it comes; the turn is shown as done
+            # (its observation drawn, the pane free) only once it is on disk.
+            on_disk = bool(saved and saved.turn_count and saved.tabs[0].turns[-1].observation)
+            seen_on_save.append(on_disk and pane(app).busy)
             return error
 
         app.save_session = watched  # type: ignore[method-assign]

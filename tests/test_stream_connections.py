@@ -55,6 +55,13 @@ class KeepAliveServer:
         self._ready.set()
         self._loop.run_forever()
         server.close()
+        # The connections' handlers end here, on their own loop, before it closes.
+        handlers = asyncio.all_tasks(self._loop)
+        for handler in handlers:
+            handler.cancel()
+        self._loop.run_until_complete(asyncio.gather(*handlers, return_exceptions=True))
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
