@@ -45,6 +45,15 @@ def hub(tmp_path: Path, isolated_dirs: dict[str, Path]) -> Iterator[HubServer]:
         server.stop()
 
 
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'agentworld_tui', *sys.argv[1:]])"
+)
+"""Start the command with Ctrl+C at its default, as a terminal does: a test run started in
+the background of a script inherits SIGINT ignored, and Python then never installs its
+KeyboardInterrupt handler (the program rightly ignores the signal it was told to)."""
+
+
 def cli_env(hub: HubServer | None, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("HF_HUB_OFFLINE", None)
@@ -143,7 +152,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_resumes(hub: HubServer) -> None:
     hub.add_repo(REPO, {"Tiny-Q4_K_M.gguf": HubFile(data, stall_after=2_500_000)})
     env = cli_env(hub)
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentworld_tui", "models", "pull", "tiny"],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, "models", "pull", "tiny"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
