@@ -275,6 +275,22 @@ def test_engine_flags_work_before_and_after_the_sub_command(order: str) -> None:
         assert request.body["max_tokens"] == 9 and request.body["temperature"] == 0.25
 
 
+def test_a_complete_turn_s_note_is_said_on_stderr() -> None:
+    from faultserver import FaultServer, Reply
+
+    with FaultServer(default=Reply(content=[OK_REPLY])) as server:
+        server.accepted = frozenset(
+            {"model", "messages", "stream", "stream_options", "temperature", "top_p"}
+            | {"max_tokens", "seed"}
+        )
+        result = predict("--server", server.url, "ls")
+    assert (result.returncode, result.stdout) == (0, "from the server\n"), result.stderr
+    assert result.stderr == (
+        "agentworld: the server refused chat_template_kwargs, top_k; left out from now on "
+        "(the thinking switch no longer reaches it)\n"
+    )
+
+
 def test_the_sub_command_s_own_flag_wins_over_one_given_before_it() -> None:
     from agentworld_tui.cli import build_parser
     from agentworld_tui.cli.launch import merge_leading

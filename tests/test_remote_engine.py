@@ -760,20 +760,31 @@ def test_parameters_a_strict_server_refuses_are_dropped(
     server.refusal = refusal
     engine = connected(server)
     assert engine.dropped_params == ()
+    domain = get_domain("terminal")
+    session, _ = new_session(domain, Scenario("t", "Test"))
+    first = session.begin_turn(domain.parse_action("ls", session.scenario))
     server.queue(Reply(content=["<predicted_observation>\nfirst"]))
     with caplog.at_level(logging.WARNING, logger="agentworld.remote"):
-        done = finished(collect(engine, GenerationParams(max_tokens=50, seed=3)))
+        params = GenerationParams(max_tokens=50, seed=3)
+        done = finished(list(run_turn(engine, session, first, params, GenerationControl())))
     assert (done.error, done.observation) == ("", "first")
     refused, accepted = server.chat_requests()
     assert "top_k" in refused.body and "chat_template_kwargs" in refused.body
     assert set(accepted.body) <= server.accepted and accepted.body["seed"] == 3
     assert engine.dropped_params == ("chat_template_kwargs", "top_k")
     assert any("left out from now on" in r.getMessage() for r in caplog.records)
+    # The person hears it beside the turn it happened on, as well as in the log.
+    assert (first.status, first.note) == (
+        "complete",
+        "the server refused chat_template_kwargs, top_k; left out from now on "
+        "(the thinking switch no longer reaches it)",
+    )
 
     server.queue(Reply(content=["second"]))  # remembered: one request, without them
-    assert finished(collect(engine, GenerationParams(enable_thinking=False))).observation == (
-        "second"
-    )
+    second = session.begin_turn(domain.parse_action("pwd", session.scenario))
+    params = GenerationParams(enable_thinking=False)
+    list(run_turn(engine, session, second, params, GenerationControl()))
+    assert (second.observation, second.note) == ("second", "")
     assert len(server.chat_requests()) == 3
     assert set(server.chat_requests()[-1].body) <= server.accepted
 

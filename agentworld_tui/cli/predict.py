@@ -123,10 +123,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     elif turn.observation:
         print(sanitize(turn.observation))
     failed = turn.status in ("error", "no_answer")
-    if failed:
-        print(f"agentworld: {turn.note}", file=sys.stderr)
-    if turn.extraction:
-        print(f"agentworld: {turn.extraction}", file=sys.stderr)
+    for said in (turn.note, turn.extraction):  # why it failed, or what to know of it
+        if said:
+            print(f"agentworld: {sanitize(said)}", file=sys.stderr)
     if run.save_error:
         # The prediction is printed above all the same: a failed save must not lose it.
         print(f"agentworld: the turn was not saved: {run.save_error}", file=sys.stderr)

@@ -105,6 +105,9 @@ class Finished(NamedTuple):
     extraction: str = ""
     """Set when the extraction left text of the answer out (for example "2 observation
     blocks: showing the last"), for display beside the turn."""
+    notice: str = ""
+    """What the engine changed in how it asked (a server that refused some parameters),
+    for the turn's note."""
 
 
 EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished

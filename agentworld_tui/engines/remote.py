@@ -584,8 +584,7 @@ class RemoteEngine:
             break
         if stop is None and not error and control.cancelled:
             stop = "cancelled"
-        if tried_without:
-            self._say_dropped(tried_without)
+        notice = self._say_dropped(tried_without) if tried_without else ""
         if stop is None:
             if error:
                 stop = "error"
@@ -605,7 +604,7 @@ class RemoteEngine:
         if _int(_field(usage, "prompt_tokens")):
             self._calibrate(prompt_chars, _int(_field(usage, "prompt_tokens")))
         yield from self._flush(splitter, counts)
-        yield self._finish(splitter, counts, started, estimate, usage, stop, error)
+        yield self._finish(splitter, counts, started, estimate, usage, stop, error, notice)
 
     # -- the request -------------------------------------------------------------------
     def _request(
@@ -649,15 +648,15 @@ class RemoteEngine:
             return set()
         return (named | set(EXTRA_PARAMS)) - self._dropped
 
-    def _say_dropped(self, dropped: set[str]) -> None:
-        log.warning(
-            "%s refused requests with %s; they are left out from now on%s",
-            self.where,
-            ", ".join(sorted(dropped)),
-            " (the thinking switch no longer reaches the server)"
+    def _say_dropped(self, dropped: set[str]) -> str:
+        """Log the parameters left out, and give the turn's notice of it."""
+        notice = f"the server refused {', '.join(sorted(dropped))}; left out from now on" + (
+            " (the thinking switch no longer reaches it)"
             if "chat_template_kwargs" in dropped
-            else "",
+            else ""
         )
+        log.warning("%s: %s", self.where, notice)
+        return notice
 
     def _event_stream(self, request: dict[str, Any]) -> EventStream:
         """The answer's request, not sent yet (``engines/event_stream``: the body goes out
@@ -724,6 +723,7 @@ class RemoteEngine:
         usage: Any,
         stop: StopReason,
         error: str,
+        notice: str = "",
     ) -> Finished:
         """The last event: the split, the stats, and the output as the server sent it.
 
@@ -764,6 +764,7 @@ class RemoteEngine:
             error,
             raw=splitter.raw,
             extraction=split.extraction,
+            notice=notice,
         )
 
     # -- context and tokens ------------------------------------------------------------

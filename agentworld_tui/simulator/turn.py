@@ -104,6 +104,8 @@ def generate(
 def record(session: Session, turn: Turn, event: Finished, *, started: bool = True) -> None:
     """Write a finished generation into its turn (on the session's thread)."""
     status, note = outcome(event, started=started)
+    if event.notice:
+        note = f"{note}; {event.notice}" if note else event.notice
     session.finish_turn(
         turn,
         observation=event.observation,
