@@ -308,7 +308,7 @@ class LlamaEngine:
         if self._gpu_layers:
             where = f"GPU {min(self._gpu_layers, self._n_layer + 1)}/{self._n_layer + 1} layers"
         n_ctx = self._llm.n_ctx() if self._llm is not None else self.requested_ctx
-        return EngineInfo(self.model_path.name, where, n_ctx)
+        return EngineInfo(self.model_path.name, where, n_ctx, engine="llama-cpp-python")
 
     @property
     def recurrent(self) -> bool:
