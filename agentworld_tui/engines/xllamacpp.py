@@ -101,6 +101,55 @@ def model_metadata(path: Path) -> tuple[str | None, str, str, int]:
     )
 
 
+class _SlotTable:
+    """Which conversation each slot holds, as far as this engine sent them.
+
+    A prompt that goes on from the history of a slot's last prompt (the next turn, a
+    retry) is sent to that slot (``id_slot``), where the server reads only what is new.
+    Any other (a new conversation, one coming back, a fork) is left to the server (-1):
+    it takes the least recently used slot, keeps the conversation there in its prompt
+    cache and restores the best one it has for this prompt. The table follows it by the
+    same rule; were it wrong, a prompt would only be read again, never answered wrong.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._lock = threading.Lock()
+        self._history = [""] * slots
+        self._busy = [False] * slots
+        self._used = [0.0] * slots
+        self._asked: dict[int, str] = {}
+
+    def take(self, prompt: str, history: str) -> tuple[int, int]:
+        """The slot to send ``prompt`` to (-1: the server's choice), and the slot that
+        will hold it (-1: unknown, all are busy)."""
+        with self._lock:
+            held = [
+                i
+                for i, h in enumerate(self._history)
+                if h and not self._busy[i] and prompt.startswith(h)
+            ]
+            if held:
+                slot = max(held, key=lambda i: len(self._history[i]))
+                chosen = slot
+            else:
+                idle = [i for i, busy in enumerate(self._busy) if not busy]
+                slot = -1
+                # The server's rule: the oldest use, the last slot of equals.
+                chosen = min(idle, key=lambda i: (self._used[i], -i)) if idle else -1
+            if chosen >= 0:
+                self._busy[chosen] = True
+                self._asked[chosen] = history
+            return slot, chosen
+
+    def give_back(self, chosen: int) -> None:
+        if chosen < 0:
+            return
+        with self._lock:
+            self._busy[chosen] = False
+            self._used[chosen] = time.monotonic()
+            self._history[chosen] = self._asked.pop(chosen, "")
+
+
 @dataclass
 class _Request:
     """One completions request in flight: its chunks arrive on ``chunks``."""
@@ -161,6 +210,7 @@ class XLlamaEngine:
         self._key = ""
         self._gpu = False
         self._lock = threading.Lock()
+        self._slots = _SlotTable(self.slots)
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -214,6 +264,10 @@ class XLlamaEngine:
         params.api_keys = [key]
         params.warmup = False
         params.verbosity = 0  # the native log would go to the terminal the app draws on
+        # A request that goes on from no slot's conversation takes the least recently used
+        # slot, whose conversation the server first keeps in its prompt cache (and it
+        # restores this one's from there): never a slot by a shared system prompt alone.
+        params.slot_prompt_similarity = 0.0
         say(f"loading {self.model_path.name}")
         try:
             server = xllamacpp.Server(params)
@@ -226,6 +280,7 @@ class XLlamaEngine:
         self._template = ChatTemplate(template, bos_token=bos, eos_token=eos)
         self._gpu = self.requested_gpu_layers != 0 and _offloads(xllamacpp)
         self._server = server
+        self._slots = _SlotTable(self.slots)
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
@@ -293,10 +348,16 @@ class XLlamaEngine:
         messages: list[Message],
         params: GenerationParams,
         control: GenerationControl | None = None,
+        *,
+        generation_prompt: bool = True,
     ) -> str:
+        """The prompt; without ``generation_prompt``, its history part."""
         assert self._template is not None
         return self._template.render(
-            messages, enable_thinking=params.enable_thinking, control=control
+            messages,
+            add_generation_prompt=generation_prompt,
+            enable_thinking=params.enable_thinking,
+            control=control,
         )
 
     # -- generation ---------------------------------------------------------------------
@@ -309,9 +370,25 @@ class XLlamaEngine:
         started = time.perf_counter()
         try:
             prompt = self.render(messages, params, control)
+            history = self.render(messages, params, control, generation_prompt=False)
         except RenderCancelled:
             yield _ended(started, "cancelled", self._n_ctx)
             return
+        slot, holder = self._slots.take(prompt, history)
+        try:
+            yield from self._stream(server, prompt, slot, params, control, started)
+        finally:
+            self._slots.give_back(holder)
+
+    def _stream(
+        self,
+        server: Any,
+        prompt: str,
+        slot: int,
+        params: GenerationParams,
+        control: GenerationControl,
+        started: float,
+    ) -> Iterator[EngineEvent]:
         splitter = ObservationSplitter(
             starts_in_reasoning=params.enable_thinking and opens_reasoning(prompt)
         )
@@ -323,7 +400,7 @@ class XLlamaEngine:
         first = True
         while True:
             left = params.max_tokens - seen.generated
-            request = _Request(self._body(text, params, left))
+            request = _Request(self._body(text, params, left, slot))
             if splitter.in_reasoning and params.reasoning_budget:
                 request.stop_at = max(1, params.reasoning_budget - seen.generated)
             runner = threading.Thread(
@@ -401,10 +478,13 @@ class XLlamaEngine:
             extraction=split.extraction,
         )
 
-    def _body(self, prompt: str, params: GenerationParams, max_tokens: int) -> dict[str, Any]:
+    def _body(
+        self, prompt: str, params: GenerationParams, max_tokens: int, slot: int
+    ) -> dict[str, Any]:
         """The completions request: the same sampling chain as ``engines/llama.py``."""
         body: dict[str, Any] = {
             "prompt": prompt,
+            "id_slot": slot,
             "stream": True,
             "max_tokens": max_tokens,
             "cache_prompt": True,
