@@ -305,6 +305,8 @@ def write_qwen35moe_model(
     n_expert_used: int = 2,
     mixing: float = 0.0,
     seed: int = 0,
+    d_state: int = 16,
+    dt_rank: int = 4,
 ) -> Path:
     """A scripted miniature of the real model's architecture, llama.cpp's ``qwen35moe``.
 
@@ -315,14 +317,16 @@ def write_qwen35moe_model(
     in the same few tokens. With ``mixing`` 0 the blocks run but add nothing to the
     residual, so the output is the script; a small ``mixing`` gives them random weights
     whose output perturbs the logits (the script still wins by the logit gap), so a
-    wrongly restored state shows in the logits.
+    wrongly restored state shows in the logits. ``d_state`` (the head size of a
+    DeltaNet layer) and ``dt_rank`` (its heads) size the recurrent state: the real
+    model's are 128 and 32, over 30 such layers.
     """
     import gguf
 
     table = script_table(script, extra=THINK_TOKENS)
     n_embd = table.n_embd
     n_head, n_head_kv, head_dim = 4, 2, 16
-    d_state, n_group, dt_rank, d_conv = 16, 2, 4, 4
+    n_group, d_conv = 2, 4
     key_dim, value_dim = d_state * n_group, d_state * dt_rank
     n_ff_exp, n_ff_shexp = 32, 32
     arch = "qwen35moe"
