@@ -327,3 +327,52 @@ def test_the_queue_runs_as_many_generations_as_the_engine_has_slots(model, xllam
     engine_queue.close()
     engine_queue.join(30)
     assert most == 3
+
+
+# -- settings and flags -----------------------------------------------------------------
+
+
+def test_the_engine_and_its_slots_come_from_the_settings_and_flags(model, isolated_dirs) -> None:
+    from agentworld_tui.cli import build_parser
+    from agentworld_tui.cli.launch import settings_from_args
+    from agentworld_tui.config import load_settings
+
+    path = model()
+    config = isolated_dirs["config"]
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text('[model]\nengine = "vllm"\nslots = 1000\n')
+    loaded = load_settings()
+    assert loaded.settings.model.engine == "llama-cpp-python"
+    assert any("engine" in p and "xllamacpp" in p for p in loaded.problems)
+    assert any("slots" in p for p in loaded.problems)
+
+    args = build_parser().parse_args(["predict", "--model", str(path), "--slots", "3", "ls"])
+    spec = settings_from_args(args).engine_spec()
+    assert (spec.engine, spec.slots) == ("xllamacpp", 3)
+    args = build_parser().parse_args(
+        ["predict", "--model", str(path), "--engine", "xllamacpp", "ls"]
+    )
+    spec = settings_from_args(args).engine_spec()
+    assert spec.engine == "xllamacpp" and 1 <= spec.slots <= 8  # sized to this machine
+    args = build_parser().parse_args(["predict", "--model", str(path), "ls"])
+    assert settings_from_args(args).engine_spec().engine == ""  # llama-cpp-python
+
+
+def test_slots_fit_the_memory_left_after_the_weights() -> None:
+    from agentworld_tui.models.fit import ModelShape, parallel_slots
+
+    gib = 1 << 30
+    shape = ModelShape(
+        architecture="qwen35moe",
+        n_layers=40,
+        attention_layers=10,
+        kv_bytes_per_token=20 * 1024,
+        recurrent_bytes=63 << 20,
+        trained_context=262144,
+        weights_bytes=21 * gib,
+    )
+    per_slot = 20 * 1024 * 32768 + 9 * (63 << 20)
+    free = 21 * gib + gib // 2 + 3 * per_slot + 1
+    assert parallel_slots(shape, 32768, free, limit=16) == 3
+    assert parallel_slots(shape, 32768, 10 * gib) == 1  # never fewer than one
+    assert parallel_slots(shape, 1024, 1000 * gib, limit=8) == 8
