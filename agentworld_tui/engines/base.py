@@ -156,6 +156,10 @@ class EngineInfo(NamedTuple):
     n_ctx: int
     remote: bool = False
     """The model runs on a server: nothing of this machine's decodes it."""
+    parallel: int = 1
+    """Generations the engine runs at once in this process (its slots)."""
+    engine: str = ""
+    """Which in-process engine runs the model ("llama-cpp-python", "xllamacpp")."""
 
 
 ProgressCallback = Callable[[str], None]
