@@ -67,7 +67,25 @@ class BenchInterrupted(BenchError):
 
 def prediction_sha(text: str) -> str:
     """Ties a judgement to the exact prediction it judged."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def sample_sha(sample: Sample) -> str:
+    """A sample's identity by its content (what the benchmark line says, not where it
+    stands), so that runs of this program and the official evaluator's files can be
+    matched sample by sample."""
+    fields = [
+        sample.task,
+        sample.id,
+        list(sample.prompt),
+        list(sample.response),
+        sample.current_prompt,
+        sample.system_str,
+        sample.turn_idx,
+        sample.total_turns,
+    ]
+    text = json.dumps(fields, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
 
 # -- the samples ----------------------------------------------------------------------------
@@ -244,14 +262,25 @@ MESSAGE_OVERHEAD = 6
 """Chat-template tokens per message (role markers, newlines), a safe over-estimate."""
 
 
+def predicted_turn(sample: Sample) -> str:
+    """The current turn as the official evaluator sends it to the world model: the prompt
+    list's entry for ``turn_idx``, even where ``current_prompt`` says otherwise (the judge
+    is shown ``current_prompt``); ``current_prompt`` only when the list has no such entry,
+    where the official request would fail."""
+    index = sample.turn_idx - 1
+    return sample.prompt[index] if 0 <= index < len(sample.prompt) else sample.current
+
+
 def sample_messages(
     sample: Sample, count_tokens: Callable[[str], int], budget: int
 ) -> tuple[list[Message], int]:
     """The messages the official evaluator sends for ``sample`` (``sample.conversation()``:
     no system message when ``system_str`` is empty, every earlier turn kept, an empty
-    observation included), and how many of the oldest turns were left out because the
-    whole would not fit ``budget`` tokens (where the official request would fail)."""
+    observation included; the current turn from ``predicted_turn``), and how many of the
+    oldest turns were left out because the whole would not fit ``budget`` tokens (where
+    the official request would fail)."""
     messages = sample.conversation()
+    messages[-1] = {"role": "user", "content": predicted_turn(sample)}
     system = 1 if messages[0]["role"] == "system" else 0
     pairs = [(messages[i], messages[i + 1]) for i in range(system, len(messages) - 1, 2)]
 
@@ -306,12 +335,15 @@ def predict_record(
         "prediction": finished.observation,
         "raw": generated,
         "prediction_sha": prediction_sha(generated),
+        "sample_sha": sample_sha(sample),
         "extraction": finished.extraction,
         "reasoning_chars": len(finished.reasoning),
         "omitted_turns": omitted,
         "stats": finished.stats.to_dict(),
         "time": time.time(),
     }
+    if finished.content is not None:
+        record["content"] = finished.content
     if keep_reasoning:
         record["reasoning"] = finished.reasoning
     return record
@@ -321,6 +353,14 @@ def generation(record: dict[str, Any]) -> str:
     """A prediction record's whole generated text (older records kept only the answer)."""
     raw = record.get("raw")
     return raw if isinstance(raw, str) else str(record.get("prediction", ""))
+
+
+def official_generation(record: dict[str, Any]) -> str:
+    """What the official evaluator holds as a sample's generation: the server's
+    ``content`` field. Behind a reasoning parser that is the answer alone (empty when the
+    model never left its reasoning: a failed sample there); otherwise the whole text."""
+    content = record.get("content")
+    return content if isinstance(content, str) else generation(record)
 
 
 def predict_samples(

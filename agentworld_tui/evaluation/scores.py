@@ -17,18 +17,19 @@ mean of the domains' scores, so each domain weighs the same.
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentworld_tui.evaluation.bench import DONE_STATUSES, BenchRun, generation
+from agentworld_tui.evaluation.bench import DONE_STATUSES, BenchRun, official_generation
 from agentworld_tui.evaluation.judging import judgement_current
-from agentworld_tui.judging.official import read_official_verdict
+from agentworld_tui.judging.official import averageable
+from agentworld_tui.judging.verdicts import guarded, read_verdict
 from agentworld_tui.world.judgement import (
     DIMENSIONS,
     Judgement,
-    JudgementError,
     OfficialVerdict,
     normalise,
 )
@@ -71,7 +72,9 @@ class SampleScore:
 
 
 def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    """``statistics.mean``, as the official evaluator averages: exact, so the printed
+    figure never depends on the order of the samples or on float rounding in a sum."""
+    return statistics.mean(values) if values else None
 
 
 @dataclass
@@ -192,32 +195,24 @@ def _rounded(value: float | None, digits: int) -> float | None:
 # -- from a run's files -------------------------------------------------------------------------
 def official_of(verdict: dict[str, Any]) -> OfficialVerdict | None:
     """The official reading recorded with a verdict; for a verdict recorded before it was
-    kept, the judge's stored answer read again by the official rules."""
+    kept, the judge's stored answer read again by the official rules. None when there is
+    none, or what is stored cannot be read (never an exception)."""
     found = verdict.get("official")
     if isinstance(found, dict):
-        try:
-            return OfficialVerdict.from_dict(found)
-        except (KeyError, TypeError, ValueError):
-            return None
+        return guarded(lambda: averageable(OfficialVerdict.from_dict(found)))[0]
     if "official" in verdict:
         return None
     answer = verdict.get("answer")
     if not isinstance(answer, str):
         return None
-    try:
-        return read_official_verdict(answer)
-    except JudgementError:
-        return None
+    return read_verdict(answer).official
 
 
 def _strict_of(verdict: dict[str, Any]) -> Judgement | None:
     found = verdict.get("judgement")
     if not isinstance(found, dict):
         return None
-    try:
-        return Judgement.from_dict(found)
-    except (KeyError, TypeError, ValueError, OverflowError):
-        return None
+    return guarded(lambda: Judgement.from_dict(found))[0]
 
 
 def settings_line(verdict: dict[str, Any]) -> str:
@@ -238,7 +233,7 @@ def sample_score(prediction: dict[str, Any], verdict: dict[str, Any] | None) -> 
     score.predicted_trimmed = isinstance(omitted, int) and omitted > 0
     if prediction.get("status") not in DONE_STATUSES:
         return score  # a request that failed: predicted again next run
-    if not generation(prediction):
+    if not official_generation(prediction):
         score.status, score.why = "failed", "empty generation"
         return score
     if not judgement_current(verdict, prediction):
