@@ -151,6 +151,8 @@ def test_an_empty_generation_is_not_judged_and_counts_as_failed(
     terminal = scores["domains"]["terminal"]
     assert (terminal["valid"], terminal["failed_empty_generation"]) == (1, 1)
     assert terminal["score"]["total"] == 75.0  # not pulled down by a score of 1
+    # The judge settings line counts the one judged, not the one never judged.
+    assert list(scores["judged_with"].values()) == [1]
 
 
 def test_thinking_on_without_a_closing_tag_the_whole_text_is_judged(tmp_path: Path) -> None:

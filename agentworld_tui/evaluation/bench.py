@@ -104,12 +104,14 @@ def load_samples(
     domains: Sequence[str] = (),
     limit: int | None = None,
     known: Callable[[str], bool] | None = None,
+    default_task: str = "",
 ) -> SampleSet:
     """The samples of a benchmark file or folder, in file order.
 
     ``domains`` keeps only those domains (files named ``<domain>_test.jsonl`` for others are
     not even read); ``limit`` keeps the first N samples of each domain; ``known`` says which
-    domains this program can simulate (others are skipped and reported).
+    domains this program can simulate (others are skipped and reported); ``default_task``
+    is the domain of a line without ``task`` (by default the file's name says it).
     """
     try:
         files = benchmark_files(path)
@@ -126,7 +128,7 @@ def load_samples(
     unknown: Counter[str] = Counter()
     bad = 0
     for file in files:
-        fallback = file.name.removesuffix(".jsonl").removesuffix("_test")
+        fallback = default_task or file.name.removesuffix(".jsonl").removesuffix("_test")
         if limit is not None and counts[fallback] >= limit:
             continue
         try:
@@ -213,22 +215,26 @@ class BenchRun:
                     "pass another --out"
                 )
             return
-        record = {
-            "format": RUN_FORMAT,
-            "version": 1,
-            "data": data_text,
-            "model": model,
-            "where": where,
-            "params": {
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "top_k": params.top_k,
-                "max_tokens": params.max_tokens,
-                "enable_thinking": params.enable_thinking,
-                "seed": params.seed,
-            },
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
+        self.write_info(
+            {
+                "format": RUN_FORMAT,
+                "version": 1,
+                "data": data_text,
+                "model": model,
+                "where": where,
+                "params": {
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "top_k": params.top_k,
+                    "max_tokens": params.max_tokens,
+                    "enable_thinking": params.enable_thinking,
+                    "seed": params.seed,
+                },
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+        )
+
+    def write_info(self, record: dict[str, Any]) -> None:
         try:
             write_atomic(
                 self.folder / RUN_FILE, (json.dumps(record, indent=1) + "\n").encode("utf-8")
