@@ -41,7 +41,7 @@ USAGE = """
 
 DEFAULT_REMOTE_CONCURRENCY = 4
 JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS, JUDGE_ATTEMPTS = 0.6, 32768, 3
-"""engines/judge.py's defaults (the official evaluator's), here so that building the
+"""judging/judge.py's defaults (the official evaluator's), here so that building the
 argument parser imports nothing of judging."""
 
 

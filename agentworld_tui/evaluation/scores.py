@@ -1,11 +1,11 @@
 """Scores as the official AgentWorldBench evaluator computes them, from a run's files.
 
-Per sample, a verdict read by the official rules (world/verdict.py) gives whole-number
+Per sample, a verdict read by the official rules (judging/official.py) gives whole-number
 scores; a dimension that was missing or unreadable is absent. A sample is *valid* when its
 verdict was read, *failed* when its generation was empty or no verdict could be read after
 the judge's attempts, *pending* while it awaits a prediction or a verdict. Per domain, each
 dimension's score is the mean of its present values over the valid samples, the total the
-mean of their totals; scores are reported on 0-100, (mean - 1) / 4 * 100, with two decimals
+mean of their totals (means as ``statistics.mean`` computes them); scores are reported on 0-100, (mean - 1) / 4 * 100, with two decimals
 as the published tables are. The overall score is the mean over all valid samples of every
 domain (not the mean of the domains' scores).
 

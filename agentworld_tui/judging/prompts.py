@@ -397,7 +397,7 @@ def judge_messages(
 ) -> tuple[list[Message], list[str]]:
     """The messages that ask a judge about one turn, and problems met loading the prompts.
 
-    Built as the official evaluator builds them (world/judge_prompts.py): the domain's
+    Built as the official evaluator builds them (``judge_messages_for``): the domain's
     system prompt, then a user message with the history, the current turn, the prediction
     and the ground truth. ``history`` holds the earlier turns as (turn text, observation);
     with ``history_chars`` the oldest are left out until the history fits, and the judge
