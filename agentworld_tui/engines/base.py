@@ -108,6 +108,9 @@ class Finished(NamedTuple):
     notice: str = ""
     """What the engine changed in how it asked (a server that refused some parameters),
     for the turn's note."""
+    content: str | None = None
+    """The answer alone, as a server with a reasoning parser sent it in its ``content``
+    field (what the official evaluator scores); None when the text came whole (``raw``)."""
 
 
 EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished
