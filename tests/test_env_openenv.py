@@ -274,6 +274,7 @@ def test_a_client_names_scenarios_never_files(served: Served, secrets_on_disk: l
         ({"seed": "seven"}, "seed"),
         ({"episode_id": "x" * 300}, "episode_id"),
         ({"episode_id": {"nested": 1}}, "episode_id"),
+        ({"episode_id": "run\ud8007"}, "episode_id"),  # a lone surrogate
         ({"scenario": ["web-server"]}, "scenario"),
         ({"path": "/etc/passwd"}, "path"),
         ({"world": "/etc/passwd"}, "world"),

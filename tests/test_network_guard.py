@@ -371,6 +371,30 @@ def test_another_address_without_a_token_is_one_line_and_starts_nothing(
     assert f"${variable}" in line
 
 
+@pytest.mark.parametrize(
+    ("kind", "variable"), [("mcp", "AGENTWORLD_MCP_TOKEN"), ("env", "AGENTWORLD_ENV_TOKEN")]
+)
+def test_a_server_on_every_address_says_where_it_listens(
+    kind: str, variable: str, world_model: FaultServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    make = mcp_args if kind == "mcp" else env_args
+    process = start(
+        make(world_model.url, port, "0.0.0.0"), command_env(tmp_path, **{variable: TOKEN})
+    )
+    try:
+        wait_listening(process, "127.0.0.1", port)
+        assert process.stdout is not None
+        line = ""
+        while f":{port}" not in line:
+            line = process.stdout.readline()
+            assert line, "the server said nothing"
+    finally:
+        end(process)
+    assert f"http://0.0.0.0:{port}" in line and f"http://127.0.0.1:{port}" in line, line
+    assert "localhost" not in line
+
+
 # -- the guard itself ----------------------------------------------------------------------------
 def test_loopback_spellings() -> None:
     for host in (

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import json
 import logging
 import re
 import threading
@@ -28,12 +29,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fastapi.exceptions import RequestValidationError
 from openenv.core.client_types import StepResult as OpenEnvStepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -113,11 +116,13 @@ def episode_file_name(episode_id: str) -> str:
 
 class EpisodeFiles:
     """The session files of a server's episodes in one folder: each episode its own file,
-    also when two clients give one episode id (the second gets ``-2``, and so on)."""
+    also when two clients give one episode id, or one client gives it twice (the later
+    episode gets ``-2``, and so on)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._claimed: set[str] = set()
+        """Names taken by episodes whose file is not written yet."""
         self._lock = threading.Lock()
 
     def claim(self, episode_id: str | None, session_id: str) -> Path:
@@ -130,6 +135,11 @@ class EpisodeFiles:
                 name = f"{stem}-{n}.json"
             self._claimed.add(name)
         return self.folder / name
+
+    def written(self, path: Path) -> None:
+        """``path`` exists now: the folder itself says it is taken."""
+        with self._lock:
+            self._claimed.discard(path.name)
 
 
 class AgentWorldAction(Action):  # type: ignore[misc]
@@ -182,7 +192,8 @@ class AgentWorldState(State):  # type: ignore[misc]
     turns: int = 0
     done: bool = False
     session_file: str = ""
-    """The name of the episode's session file in the server's --sessions folder."""
+    """The name of the episode's session file in the server's --sessions folder (once
+    its first step is saved)."""
 
 
 @dataclass(frozen=True)
@@ -314,8 +325,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
     def _started(self, episode_id: str | None, text: str) -> AgentWorldObservation:
         self.episode_id = episode_id
         self._done = False
-        files = self.config.files
-        self._file = files.claim(episode_id, self.env.session.id) if files is not None else None
+        self._file = None
         return AgentWorldObservation(text=text, tools=self.env.openai_tools())
 
     def _observed(self, step: StepResult) -> AgentWorldObservation:
@@ -359,15 +369,21 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
     def _save(self) -> str:
         """Write the episode's session file; returns why it could not be ("" when saved
         or when the server keeps no files)."""
-        path = self._file
-        if path is None:
+        files = self.config.files
+        if files is None:
             return ""
+        first = self._file is None
+        if self._file is None:
+            self._file = files.claim(self.episode_id, self.env.session.id)
+        path = self._file
         try:
             self.env.save(path)
         except EnvError as exc:
             said = f"not saved to {path.name}: {exc}"
             log.warning("episode %r %s", (self.episode_id or "")[:200], said)
             return said
+        if first:
+            files.written(path)
         return ""
 
 
@@ -399,11 +415,43 @@ def make_app(config: ServeConfig) -> Any:
         max_concurrent_envs=max(1, config.max_sessions),
     )
     app.add_exception_handler(ClientError, _refused)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http_error)
     return app
 
 
+class _EscapedJSON(JSONResponse):
+    """JSON in ASCII: a client's text echoed in an error (a lone surrogate included)
+    cannot break the answer."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
 async def _refused(_request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=400)
+    return _EscapedJSON({"detail": str(exc)}, status_code=400)
+
+
+async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in errors
+    ]
+    return _EscapedJSON({"detail": detail}, status_code=422)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    detail: Any = exc.detail
+    if isinstance(detail, list):  # openenv's action errors: pydantic's, inputs included
+        detail = [
+            {k: v for k, v in item.items() if k in ("loc", "msg", "type")}
+            if isinstance(item, dict)
+            else item
+            for item in detail
+        ]
+    return _EscapedJSON({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
 
 class AgentWorldClient(EnvClient):  # type: ignore[misc]
