@@ -369,7 +369,11 @@ def test_the_default_port_is_none_of_the_model_servers_and_is_documented() -> No
     from agentworld_tui.cli.env import DEFAULT_PORT
 
     assert build_parser().parse_args(["env", "serve"]).port == DEFAULT_PORT
-    assert DEFAULT_PORT not in (8000, 8080, 30000)  # llama.cpp's, vLLM's, SGLang's defaults
+    assert DEFAULT_PORT not in (
+        8000,
+        8080,
+        30000,
+    )  # llama-cpp-python and vLLM, llama-server, SGLang
     docs = (Path(__file__).parent.parent / "docs" / "training.md").read_text(encoding="utf-8")
     assert f"127.0.0.1:{DEFAULT_PORT}" in docs
 

@@ -318,6 +318,18 @@ async def test_ctrl_b_answers_the_same_hostile_requests_alike(ls_model: Path) ->
             await check(front, probe)
 
 
+@pytest.mark.parametrize("front", ["env with a token"], indirect=True)
+async def test_openenv_s_own_client_carries_the_token_in_the_url(front: FrontEnd) -> None:
+    from openenv.core.generic_client import GenericEnvClient
+
+    async with GenericEnvClient(base_url=f"http://agent:{TOKEN}@127.0.0.1:{front.port}") as env:
+        result = await env.reset()
+    assert result.observation["text"]
+    with pytest.raises(ConnectionError, match="401"):
+        async with GenericEnvClient(base_url=f"http://127.0.0.1:{front.port}") as env:
+            await env.reset()
+
+
 # -- where a server may listen ---------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["mcp", "env"])
 @pytest.mark.parametrize("host", ["127.0.0.2", "[::1]", "::1", "0:0:0:0:0:0:0:1", "localhost"])

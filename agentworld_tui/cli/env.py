@@ -14,10 +14,19 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
+
+if TYPE_CHECKING:
+    import socket
+
+    from agentworld_tui.config import Settings
+    from agentworld_tui.world.domain import Domain, Scenario
+    from agentworld_tui.world.fictional_world import FictionalWorld
 
 DEFAULT_PORT = 8766
 """Beside ``mcp serve``'s 8765; 8000 is llama.cpp's and vLLM's, 30000 SGLang's."""
@@ -107,28 +116,22 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_env_serve(args: argparse.Namespace) -> int:
-    try:
-        import uvicorn
-
-        from agentworld_tui.agents.env.openenv_server import ServeConfig, make_app
-    except ImportError as exc:
-        raise UserError(
-            f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
-        ) from None
-    from agentworld_tui.agents.env import EnvError, Environment, load_simulator, open_simulator
-    from agentworld_tui.agents.guard import (
-        Guard,
-        GuardedApp,
-        GuardError,
-        ListenError,
-        address_of,
-        bind,
-        reachable_hint,
-        require_token,
+    from agentworld_tui.agents.env.environment import (
+        EnvError,
+        resolve_domain,
+        resolve_scenario,
+        resolve_world,
     )
+    from agentworld_tui.agents.guard import GuardError, ListenError, bind, require_token
 
     settings = settings_from_args(args)
-    schedule = schedule_from_args(args, args.domain)
+    try:  # a bad domain, scenario or world is said before anything starts
+        domain = resolve_domain(args.domain)
+        scenario = resolve_scenario(domain, args.scenario)
+        world = resolve_world(args.world)
+    except EnvError as exc:
+        raise UserError(str(exc)) from None
+    schedule = schedule_from_args(args, domain.name)
     token = os.environ.get(args.token_env, "")
     if token and not _TOKEN_TEXT.fullmatch(token):
         raise UserError(
@@ -139,38 +142,59 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
         sock = bind(args.host, args.port)
     except (GuardError, ListenError) as exc:
         raise UserError(str(exc)) from None
+    start = ServeStart(domain, scenario, world, schedule, token)
     try:
-        engine = make_engine(settings)
-        simulator = open_simulator(
-            engine, params=settings.generation_params(), concurrency=args.concurrency
-        )
-    except BaseException:
+        return _serve(args, settings, start, sock)
+    finally:
         sock.close()
-        raise
+
+
+@dataclass(frozen=True)
+class ServeStart:
+    """What the command line settled before the socket was bound."""
+
+    domain: Domain
+    scenario: Scenario
+    world: FictionalWorld | None
+    schedule: object
+    token: str
+
+
+def _serve(
+    args: argparse.Namespace, settings: Settings, start: ServeStart, sock: socket.socket
+) -> int:
+    try:
+        import uvicorn
+
+        from agentworld_tui.agents.env.openenv_server import ServeConfig, make_app
+    except ImportError as exc:
+        raise UserError(
+            f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
+        ) from None
+    from agentworld_tui.agents.env import EnvError, load_simulator, open_simulator
+    from agentworld_tui.agents.guard import Guard, GuardedApp, address_of, reachable_hint
+
+    engine = make_engine(settings)
+    simulator = open_simulator(
+        engine, params=settings.generation_params(), concurrency=args.concurrency
+    )
     try:
         config = ServeConfig(
-            domain=args.domain,
+            domain=start.domain.name,
             simulator=simulator,
-            scenario=args.scenario,
-            world=args.world,
-            schedule=schedule,
+            scenario=start.scenario,
+            world=start.world,
+            schedule=start.schedule,
             max_steps=args.max_steps,
             session_dir=Path(args.sessions).expanduser() if args.sessions else None,
             max_sessions=args.max_sessions,
         )
         try:
-            Environment(
-                config.domain,
-                simulator=simulator,
-                scenario=config.scenario,
-                world=config.world,
-                schedule=schedule,
-            ).close()  # a bad domain, scenario or world is said now, not per connection
             load_simulator(simulator)
             app = make_app(config)
         except EnvError as exc:
             raise UserError(str(exc)) from None
-        guard = Guard(args.host, sock.getsockname()[1], token)
+        guard = Guard(args.host, sock.getsockname()[1], start.token)
         server = uvicorn.Server(
             uvicorn.Config(
                 GuardedApp(app, guard),
@@ -191,7 +215,6 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
         )
         server.run(sockets=[sock])
     finally:
-        sock.close()
         simulator.close()
     return 0
 
