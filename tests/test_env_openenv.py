@@ -396,3 +396,19 @@ def test_a_client_that_leaves_mid_step_leaves_no_traceback(served: Served) -> No
         assert reply.status == 200
     printed = served.output.read_text(encoding="utf-8")
     assert "Traceback" not in printed and "Exception in ASGI" not in printed, printed
+
+
+def test_a_scenario_is_chosen_by_name_never_by_path(tmp_path: Path) -> None:
+    from agentworld_tui.agents.env.environment import EnvError, resolve_domain, scenario_named
+    from agentworld_tui.world.domain import Scenario
+
+    terminal = resolve_domain("terminal")
+    own = Scenario("from-the-command-line", "Mine", "", "$ ")
+    assert scenario_named(terminal, "from-the-command-line", [own]) is own
+    assert scenario_named(terminal, "web-server").state == WEB_SERVER_STATE
+    file = tmp_path / "web-server.toml"
+    file.write_text('[[scenario]]\nname = "z"\ntitle = "z"\nstate = "secret"\n', encoding="utf-8")
+    for name in (str(file), "z", "x" * 10_000):
+        with pytest.raises(EnvError, match="terminal has no scenario") as caught:
+            scenario_named(terminal, name, [own])
+        assert "secret" not in str(caught.value) and len(str(caught.value)) < 2_000

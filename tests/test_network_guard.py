@@ -31,7 +31,7 @@ from faultserver import FaultServer, free_port
 from ggufgen import write_scripted_model
 from test_app import _isolated, ls_model, make_app, wait_for
 
-from agentworld_tui.agents.guard import Guard, GuardError, is_loopback
+from agentworld_tui.agents.guard import Guard, GuardError, authority, is_loopback, token_of
 from agentworld_tui.ui.app import AgentWorldApp
 
 __all__ = ["_isolated", "ls_model"]  # fixtures from test_app: config and data in tmp_path
@@ -423,3 +423,17 @@ def test_a_guard_for_another_address_needs_a_token() -> None:
         Guard("0.0.0.0", 8765)
     Guard("0.0.0.0", 8765, token=TOKEN)
     Guard("[::1]", 8765)
+
+
+def test_tokens_and_hosts_are_read_strictly() -> None:
+    assert token_of(f"bEaReR {TOKEN}") == TOKEN and token_of(f"Bearer   {TOKEN} ") == TOKEN
+    assert token_of(_basic(TOKEN)) == TOKEN
+    for header in ("Bearer", "Bearer ", f"Token {TOKEN}", "Basic !!!", "Basic " + "eA==", TOKEN):
+        assert token_of(header) is None, header
+    assert authority("[::1]:8765") == ("::1", 8765) and authority("LocalHost") == (
+        "localhost",
+        None,
+    )
+    for host in ("", " localhost", "a b:1", "[::1", "::1:80", "host:0", "host:65536", "h:+1",
+                 "user@host:1", 'x"y:1', "h\u0131:1", "[nothex]:1"):  # fmt: skip
+        assert authority(host) is None, host
