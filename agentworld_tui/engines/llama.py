@@ -516,8 +516,9 @@ class LlamaEngine:
         for stop_at in sorted(saves | {len(tokens)}):
             while llm.n_tokens < stop_at:
                 if control.cancelled:
+                    read = int(llm.n_tokens) - start
                     yield self._finished(
-                        "", "", False, len(tokens), 0, 0, started, None, "cancelled"
+                        "", "", False, len(tokens), read, 0, started, None, "cancelled"
                     )
                     return
                 chunk = tokens[llm.n_tokens : min(stop_at, llm.n_tokens + self.n_batch)]
