@@ -22,6 +22,9 @@ class EngineSpec:
     threads: int = 0
     idle_timeout: float = 120.0
     """Seconds a server may stay silent in the middle of an answer."""
+    probe_cache: str = ""
+    """Where a local model's passed crash trials are remembered (``engines.probe``);
+    "" remembers them in this process only."""
 
     @property
     def given(self) -> bool:
@@ -58,8 +61,15 @@ def make_engine(spec: EngineSpec) -> Engine:
             n_ctx=spec.n_ctx,
             **extra,
         )
+    from pathlib import Path
+
     from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
+    from agentworld_tui.engines.probe import CrashProbe
 
     return LlamaEngine(
-        spec.model_path, n_ctx=spec.n_ctx, gpu_layers=spec.gpu_layers, threads=spec.threads
+        spec.model_path,
+        n_ctx=spec.n_ctx,
+        gpu_layers=spec.gpu_layers,
+        threads=spec.threads,
+        probe=CrashProbe(Path(spec.probe_cache) if spec.probe_cache else None),
     )

