@@ -12,6 +12,7 @@ slow-marked case.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import signal
@@ -308,3 +309,117 @@ def test_predict_reports_a_crash_in_one_line(
     assert out == ""
     assert "crashed (a segmentation fault, SIGSEGV)" in err
     assert "-DGGML_NATIVE=OFF" in err
+
+
+# -- the app -----------------------------------------------------------------------------------------
+async def test_the_app_never_saves_a_model_that_crashed(
+    scripted_model, isolated_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pane_driver import make_app, wait_for
+
+    config = isolated_dirs["config"] / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('# mine\n[model]\npath = "keep.gguf"\n', "utf-8")
+    app = make_app(unknown_model(scripted_model, "app-first"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 60)
+        monkeypatch.setattr(probe, "CHILD", (sys.executable, "-c", SEGFAULT))
+        picked = unknown_model(scripted_model, "app-picked")
+        app.loading.use(picked)  # what F3's model picker hands over
+        await wait_for(
+            pilot, lambda: any("crashed" in n.message for n in app._notifications), timeout=60
+        )
+        assert app.is_running
+        assert app.settings.model.path != str(picked)
+        assert app.loading.model.phase == "model failed to load"
+    assert config.read_text("utf-8") == '# mine\n[model]\npath = "keep.gguf"\n'
+
+
+async def test_the_app_starts_with_a_configured_model_that_crashes(
+    scripted_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pane_driver import make_app, wait_for
+
+    monkeypatch.setattr(probe, "CHILD", (sys.executable, "-c", SEGFAULT))
+    app = make_app(unknown_model(scripted_model, "app-start"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.loading.model.phase == "model failed to load", 60)
+        pane = app.active_pane
+        assert pane is not None
+        await wait_for(pilot, lambda: "-DGGML_NATIVE=OFF" in pane.screen_view.text)
+        await pilot.press(*"ls", "enter")  # a turn asked for now is refused, not a crash
+        await pilot.pause(0.2)
+        assert app.is_running
+
+
+# -- doctor and models pull --use ----------------------------------------------------------------------
+def doctor(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from agentworld_tui.cli import main
+
+    code = main(["doctor", "--model", str(path), "--threads", "1"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out
+
+
+def test_doctor_runs_the_trial_and_says_it_crashed(
+    scripted_model, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = unknown_model(scripted_model, "doctor-crash")
+    monkeypatch.setattr(probe, "CHILD", (sys.executable, "-c", SEGFAULT))
+    code, out = doctor(path, capsys)
+    assert code == 1
+    assert "crashed (a segmentation fault, SIGSEGV)" in out
+    assert "-DGGML_NATIVE=OFF" in out
+    amx = native_build.amx_flags()
+    if amx:  # the CPU line says what it reports
+        assert f"reports AMX ({', '.join(amx)})" in out
+
+
+def test_doctor_says_a_model_runs_even_when_it_ran_before(
+    scripted_model, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = unknown_model(scripted_model, "doctor-runs")
+    code, out = doctor(path, capsys)
+    assert code == 0, out
+    assert "runs: loaded and decoded in a separate process" in out
+    # Doctor tries again rather than trusting what was remembered.
+    code, out = doctor(path, capsys)
+    assert "runs: loaded and decoded in a separate process" in out
+
+
+def test_doctor_finds_this_builds_crash_on_quantized_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_quantized_model(tmp_path / "tiny-Q4_0.gguf")
+    code, out = doctor(path, capsys)
+    if bare_decode_crashes(path):
+        assert code == 1 and "crashed" in out and "-DGGML_NATIVE=OFF" in out
+    else:
+        assert code == 0 and "runs:" in out
+
+
+def test_pull_use_never_saves_a_model_that_crashed(
+    online_hub,
+    scripted_model,
+    isolated_dirs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentworld_tui.cli import main
+
+    repo = "tester/Tiny-AgentWorld-GGUF"
+    model = unknown_model(scripted_model, "pulled")
+    online_hub.add_repo(repo, {"README.md": b"# tiny\n", "Tiny-Q4_K_M.gguf": model.read_bytes()})
+    config = isolated_dirs["config"]
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text(
+        f'[[model]]\nname = "tiny"\nrepo = "{repo}"\nquant = "Q4_K_M"\nsize_gb = 0.001\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(probe, "CHILD", (sys.executable, "-c", SEGFAULT))
+    code = main(["models", "pull", "tiny", "--use"])
+    _out, err = capsys.readouterr()
+    assert code == 2
+    assert "crashed" in err and "not saved as the model" in err
+    assert not (config / "config.toml").exists()

@@ -23,6 +23,10 @@ from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentworld_tui.config import Settings
+    from agentworld_tui.engines.probe import ProbeOutcome
     from agentworld_tui.models.catalog import Catalog, CatalogEntry
     from agentworld_tui.models.download import PullProgress
     from agentworld_tui.models.fit import FitVerdict
@@ -329,9 +333,34 @@ def cmd_pull(args: argparse.Namespace) -> int:
             return 130
         bar.close()
     if args.use:
+        _check_it_runs(path)
         _use_model(str(path))
     _out(str(path))
     return 0
+
+
+def _trial(path: Path, settings: Settings, *, again: bool) -> tuple[ProbeOutcome, str]:
+    """Try the model's first decode in a separate process, as the engine does before it
+    loads one (``again``: even when it passed before); the outcome and, for a crash, the
+    message with the fix for this machine."""
+    from agentworld_tui.config import cache_dir
+    from agentworld_tui.engines.llama import crash_error, placement
+    from agentworld_tui.engines.probe import CrashProbe, Trial
+
+    gpu_layers, threads = placement(settings.model.gpu_layers, settings.model.threads)
+    trial = Trial(path, threads, gpu_layers)
+    probe = CrashProbe(cache_dir())
+    outcome = probe.run(trial) if again else probe.check(trial)
+    return outcome, str(crash_error(path, outcome)) if outcome.crashed else ""
+
+
+def _check_it_runs(path: Path) -> None:
+    """Refuse to make a model the model when llama.cpp crashes on it: every start would."""
+    from agentworld_tui.config import load_settings
+
+    _outcome, crashed = _trial(path, load_settings().settings, again=False)
+    if crashed:
+        raise _refuse(f"{path} is downloaded but not saved as the model: {crashed}")
 
 
 def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
@@ -385,6 +414,34 @@ def cmd_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def _amx_line(build: LlamaBuild | None) -> str:
+    """What doctor says of AMX: the CPU reports it, and whether this build uses it."""
+    from agentworld_tui.engines.native_build import amx_flags, build_uses_amx
+
+    flags = amx_flags()
+    if not flags:
+        return ""
+    text = f"reports AMX ({', '.join(flags)})"
+    if build is not None and build_uses_amx(build.system_info):
+        return text + "; this llama.cpp build uses it, which crashes on some machines (trial)"
+    return text + "; this llama.cpp build does not use it"
+
+
+def _doctor_trial(path: Path, settings: Settings, out: list[tuple[str, str]]) -> int:
+    """Run the model's trial now and say how it went; 1 when it did not run."""
+    outcome, crashed = _trial(path, settings, again=True)
+    if outcome.ok:
+        out.append(
+            ("trial", f"runs: loaded and decoded in a separate process ({outcome.seconds:.1f} s)")
+        )
+        return 0
+    if crashed:
+        out.append(("trial", crashed))
+        return 1
+    out.append(("trial", f"did not run in a separate process: {outcome.error}"))
+    return 1
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -419,6 +476,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.append(("GPU", "Apple Silicon: the GPU shares the RAM (Metal)"))
     else:
         out.append(("GPU", "none visible (no nvidia-smi, or it reports no GPU)"))
+    amx = _amx_line(build)
+    if amx:
+        out.append(("CPU", amx))
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
     out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))
@@ -450,6 +510,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.append(("fit", verdict.summary()))
             for note in (*verdict.notes, *verdict.estimate.assumptions):
                 out.append(("", note))
+            if build is not None:
+                status = max(status, _doctor_trial(path, settings, out))
     best = recommend(catalog, machine, gpu_offload=offload)
     out.append(
         (

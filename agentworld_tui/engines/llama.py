@@ -61,7 +61,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
-from agentworld_tui.engines.probe import CrashProbe, Trial, crash_message
+from agentworld_tui.engines.probe import CrashProbe, ProbeOutcome, Trial, crash_message
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
 
@@ -156,6 +156,31 @@ def llama_arguments(
         "use_mmap": True,
         "verbose": True,
     }
+
+
+def placement(gpu_layers: int, threads: int) -> tuple[int, int]:
+    """The GPU layers and threads llama.cpp is given for these settings (-1 and 0: as many
+    as this build and machine have)."""
+    import llama_cpp
+
+    from agentworld_tui.engines.threads import physical_cores
+
+    if gpu_layers < 0:
+        gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+    return gpu_layers, threads or physical_cores()
+
+
+def system_info() -> str:
+    """llama.cpp's line about what this build uses (CPU features, backends)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+
+
+def crash_error(model_path: Path, outcome: ProbeOutcome) -> EngineError:
+    """The error of a model whose trial crashed, with the fix for this machine."""
+    return EngineError(crash_message(model_path.name, outcome, system_info()), ErrorKind.CRASHED)
 
 
 def check_gguf(path: Path) -> None:
@@ -353,13 +378,8 @@ class LlamaEngine:
         import llama_cpp
 
         route_native_logs()
-        from agentworld_tui.engines.threads import physical_cores
-
         offload = llama_cpp.llama_supports_gpu_offload()
-        gpu_layers = self.requested_gpu_layers
-        if gpu_layers < 0:
-            gpu_layers = -1 if offload else 0
-        threads = self.threads or physical_cores()
+        gpu_layers, threads = placement(self.requested_gpu_layers, self.threads)
         n_ctx = self.requested_ctx or min(
             DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX
         )
@@ -405,8 +425,6 @@ class LlamaEngine:
     def _try_first(self, gpu_layers: int, threads: int, say: ProgressCallback) -> None:
         """Run the model's first decode in a child process (``probe``) unless it passed
         before; raises EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
-        import llama_cpp
-
         trial = Trial(self.model_path, threads, gpu_layers, self.n_batch)
         try:
             key = trial.key()
@@ -416,11 +434,7 @@ class LlamaEngine:
             say(f"trying {self.model_path.name} in a separate process")
         outcome = self.probe.check(trial, key)
         if outcome.crashed:
-            info = llama_cpp.llama_print_system_info()
-            system_info = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
-            raise EngineError(
-                crash_message(self.model_path.name, outcome, system_info), ErrorKind.CRASHED
-            )
+            raise crash_error(self.model_path, outcome)
 
     def _load_failure(self, detail: str, n_ctx: int) -> str:
         text = f"could not load {self.model_path.name}: {detail}"
