@@ -16,7 +16,7 @@ process and in a folder (``cache_dir``, from the settings), so the trial costs o
 process the first time a build meets a model and nothing after. A crash is not remembered:
 a rebuild changes the build's identity anyway, and a trial that crashed once is tried again.
 
-``python -m agentworld_tui.engines.probe`` is the child.
+``python -m agentworld_tui.engines.probe_child`` is the child.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -58,7 +57,7 @@ CRASH_SIGNALS = frozenset(
     for name in ("SIGSEGV", "SIGILL", "SIGBUS", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP")
     if hasattr(signal, name)
 )
-CHILD = (sys.executable, "-m", "agentworld_tui.engines.probe")
+CHILD = (sys.executable, "-m", "agentworld_tui.engines.probe_child")
 """The child's command line before its one argument (the trial, as JSON)."""
 _KILLED = int(getattr(signal, "SIGKILL", 9))
 _PASSED: set[str] = set()
@@ -286,46 +285,3 @@ def crash_message(model_name: str, outcome: ProbeOutcome, system_info: str) -> s
             "damaged: download it again."
         )
     return text
-
-
-# -- the child -------------------------------------------------------------------------------------
-def _child(argument: str) -> int:
-    """Load the model as the engine would and decode a batch, then single tokens."""
-    import faulthandler
-
-    faulthandler.enable()  # a crash's Python stack goes to stderr, for the log
-    trial = json.loads(argument)
-    try:
-        import llama_cpp
-
-        from agentworld_tui.engines.llama import llama_arguments, templates_left_uncompiled
-
-        with templates_left_uncompiled():
-            llm = llama_cpp.Llama(
-                **llama_arguments(
-                    Path(trial["model_path"]),
-                    n_ctx=PROBE_CTX,
-                    gpu_layers=int(trial["gpu_layers"]),
-                    threads=int(trial["threads"]),
-                    n_batch=int(trial["n_batch"]),
-                )
-            )
-        text = b"The agent lists the files of the project folder, then reads the README. " * 4
-        tokens = list(llm.tokenize(text, add_bos=True, special=False))[:BATCH_TOKENS]
-        if len(tokens) < 2:
-            tokens = [i % llm.n_vocab() for i in range(1, BATCH_TOKENS + 1)]
-        llm.eval(tokens)
-        for _ in range(SINGLE_STEPS):
-            llm.eval([tokens[-1]])
-        llm.close()
-    except Exception as exc:  # reported, not a crash: the in-process load says it too
-        error = f"{type(exc).__name__}: {exc}"
-        print(RESULT_MARK + json.dumps({"ok": False, "error": error}), flush=True)
-        return 1
-    print(RESULT_MARK + json.dumps({"ok": True}), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.stdout.flush()
-    os._exit(_child(sys.argv[1]) if len(sys.argv) > 1 else 2)
