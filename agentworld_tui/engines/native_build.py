@@ -15,6 +15,7 @@ probe can be looked up without loading the library.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -66,9 +67,11 @@ def library_files() -> list[Path]:
     return sorted(set(found))
 
 
+@functools.cache
 def build_identity() -> str:
     """A key that changes when llama-cpp-python is reinstalled or rebuilt: its version and
-    the size and time of each of its libraries."""
+    the size and time of each of its libraries. Read once: a process keeps the build it
+    loaded first, whatever is installed later."""
     digest = hashlib.sha256(version().encode())
     for path in library_files():
         with contextlib.suppress(OSError):

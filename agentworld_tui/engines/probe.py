@@ -45,7 +45,7 @@ BATCH_TOKENS = 32
 SINGLE_STEPS = 2
 """Single tokens decoded after the batch, as an answer is generated."""
 RESULT_MARK = "agentworld-probe-result "
-HEAD_BYTES = 4 << 20
+HEAD_BYTES = 1 << 20
 TAIL_BYTES = 1 << 20
 STDERR_KEPT = 4000
 """Characters of the child's error output kept for the log."""
