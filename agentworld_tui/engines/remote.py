@@ -8,7 +8,9 @@ where it is silent:
   server runs a reasoning parser, otherwise inline, closed by ``</think>``; a parser may
   send the field empty (the model thought nothing), and the content is then the answer;
 - the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
-  llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
+  llama.cpp's ``/props``, or the first refusal of a prompt too long for it
+  (llama-cpp-python's server says it nowhere else), else from the setting (``--ctx``),
+  else 32768 is assumed for fitting the history (a turn's stats then say 0, unknown);
 - token counts come from the usage the server reports (llama.cpp's server, vLLM and
   SGLang send it in the last chunk), else they are estimated from the streamed text with
   the same characters-per-token ratio as ``count_tokens``;
@@ -27,6 +29,9 @@ Besides the OpenAI API's own parameters the engine sends ``top_k`` and
 some hosted APIs refuse. A request refused with 400 or 422 for them (or for ``seed``,
 ``top_p`` or ``stream_options`` when the refusal names one) is sent again without them,
 and they stay left out for the engine's life: ``dropped_params`` says which.
+
+Failures are described in ``server_errors``, each with its kind (``ErrorKind``), which
+is what callers decide on.
 
 A remote server cannot be made to stop reasoning and answer mid-stream (that needs
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
@@ -145,16 +150,6 @@ def display_url(url: str) -> str:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _listed_context(model: Any) -> int:
-    """The context a model list gives for a model: vLLM's and SGLang's ``max_model_len``,
-    or what other servers name it (never the trained length, which a server may cut)."""
-    for name in ("max_model_len", "context_length", "n_ctx"):
-        found = _int(getattr(model, name, None))
-        if found:
-            return found
-    return _int(_field(getattr(model, "meta", None), "n_ctx"))
 
 
 _STOP_REASONS: dict[str, StopReason] = {"stop": "eos", "length": "max_tokens"}
@@ -467,7 +462,7 @@ class RemoteEngine:
         self._model = self._choose_model(names)
         chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
         self._server = server_kind(getattr(chosen, "owned_by", None))
-        reported = _listed_context(chosen) if chosen is not None else 0
+        reported = _int(getattr(chosen, "max_model_len", None)) if chosen is not None else 0
         return reported or self._llama_server_ctx(client)
 
     def unload(self) -> None:
