@@ -339,10 +339,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trial(path: Path, settings: Settings, *, again: bool) -> tuple[ProbeOutcome, str]:
+def _trial(
+    path: Path, settings: Settings, *, again: bool, name: str = ""
+) -> tuple[ProbeOutcome, str]:
     """Try the model's first decode in a separate process, as the engine does before it
     loads one (``again``: even when it passed before); the outcome and, for a crash, the
-    message with the fix for this machine."""
+    message with the fix for this machine (naming the model ``name``, else its file)."""
     from agentworld_tui.config import cache_dir
     from agentworld_tui.engines.llama import crash_error, placement
     from agentworld_tui.engines.probe import CrashProbe, Trial
@@ -351,7 +353,7 @@ def _trial(path: Path, settings: Settings, *, again: bool) -> tuple[ProbeOutcome
     trial = Trial(path, threads, gpu_layers)
     probe = CrashProbe(cache_dir())
     outcome = probe.run(trial) if again else probe.check(trial)
-    return outcome, str(crash_error(path, outcome)) if outcome.crashed else ""
+    return outcome, str(crash_error(path, outcome, name)) if outcome.crashed else ""
 
 
 def _check_it_runs(path: Path) -> None:
@@ -423,8 +425,31 @@ def _amx_line(build: LlamaBuild | None) -> str:
         return ""
     text = f"reports AMX ({', '.join(flags)})"
     if build is not None and build_uses_amx(build.system_info):
-        return text + "; this llama.cpp build uses it, which crashes on some machines (trial)"
+        return text + "; this llama.cpp build uses it, which crashes on some machines (build trial)"
     return text + "; this llama.cpp build does not use it"
+
+
+def _build_trial(settings: Settings, out: list[tuple[str, str]]) -> None:
+    """Try the build itself on a small quantized model, so that a crash is found before any
+    model is configured (the exit status is the configured model's to give)."""
+    from agentworld_tui.config import cache_dir
+    from agentworld_tui.engines.trial_model import trial_model
+
+    try:
+        path = trial_model(cache_dir() / "llama-probe")
+    except Exception as exc:  # an old gguf package, a cache folder that cannot be written
+        out.append(("build trial", f"not run: cannot write its test model ({exc})"))
+        return
+    outcome, crashed = _trial(path, settings, again=True, name="a small Q8_0 model")
+    if outcome.ok:
+        out.append(
+            ("build trial", "runs quantized models (a small Q8_0 model, in a separate process)")
+        )
+        return
+    if crashed:
+        out.append(("build trial", crashed))
+        return
+    out.append(("build trial", f"no verdict: {outcome.error}"))
 
 
 def _doctor_trial(path: Path, settings: Settings, out: list[tuple[str, str]]) -> int:
@@ -479,6 +504,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     amx = _amx_line(build)
     if amx:
         out.append(("CPU", amx))
+    if build is not None:
+        _build_trial(settings, out)
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
     out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))

@@ -178,9 +178,11 @@ def system_info() -> str:
     return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
 
 
-def crash_error(model_path: Path, outcome: ProbeOutcome) -> EngineError:
-    """The error of a model whose trial crashed, with the fix for this machine."""
-    return EngineError(crash_message(model_path.name, outcome, system_info()), ErrorKind.CRASHED)
+def crash_error(model_path: Path, outcome: ProbeOutcome, name: str = "") -> EngineError:
+    """The error of a model whose trial crashed, with the fix for this machine (``name``
+    says which model, else its file's name)."""
+    message = crash_message(name or model_path.name, outcome, system_info())
+    return EngineError(message, ErrorKind.CRASHED)
 
 
 def check_gguf(path: Path) -> None:
