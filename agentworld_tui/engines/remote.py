@@ -509,7 +509,7 @@ class RemoteEngine:
         tried_without: set[str] = set()
         chunks = 0
         shortened = False
-        while not control.cancelled:  # once, or again as a refusal says (see _asked_again)
+        while not control.cancelled:  # once, or again as a refusal allows (see below)
             stream = self._event_stream(request)
             watched = _Watched(stream, control, self.timeout)
             _WATCH.watch(watched)
@@ -597,8 +597,9 @@ class RemoteEngine:
         llama-cpp-python's server starts a streamed reply before it reads the prompt, and
         when the prompt does not fit its context it ends the stream without a word (the
         reason goes to its own log). The same request, not streamed and for one token,
-        gets the refusal with its sizes; a request that goes through this time leaves the
-        empty stream unexplained (None).
+        gets the refusal with its sizes, at once; a request that is being answered, or
+        that goes through, leaves the empty stream unexplained (None), and is not waited
+        for longer than a connection.
         """
         probe = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
         probe["max_tokens"] = 1
@@ -607,7 +608,10 @@ class RemoteEngine:
                 "/chat/completions",
                 cast_to=object,
                 body=probe,
-                options={"headers": self._auth_headers(), "timeout": self._timeout(self.timeout)},
+                options={
+                    "headers": self._auth_headers(),
+                    "timeout": self._timeout(CONNECT_TIMEOUT_S),
+                },
             )
         except Exception as exc:
             refusal = context_refusal(exc)
