@@ -61,8 +61,8 @@ class RetryPolicy:
 
 
 def is_transient(finished: Finished) -> bool:
-    """A failure worth asking again: no token came, and the server refused, dropped the
-    connection, or answered 429 or 5xx."""
+    """A failure worth asking again: no token came, and its kind is transient (the
+    server refused or dropped the connection, or answered 429 or 5xx)."""
     if not finished.error or finished.stats.generated_tokens:
         return False
     if finished.observation or finished.reasoning or finished.raw:
