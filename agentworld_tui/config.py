@@ -1,8 +1,8 @@
 """Settings and paths, in one place.
 
 Settings live in ``config.toml`` in the platformdirs user config dir; the environment
-variables ``AGENTWORLD_CONFIG_DIR`` and ``AGENTWORLD_DATA_DIR`` move the dirs (tests use
-them), and command-line flags override the file. A malformed file never stops the app: the
+variables ``AGENTWORLD_CONFIG_DIR``, ``AGENTWORLD_DATA_DIR`` and ``AGENTWORLD_CACHE_DIR``
+move the dirs (tests use them), and command-line flags override the file. A malformed file never stops the app: the
 problem is reported with its line and the defaults are used.
 """
 
@@ -39,6 +39,16 @@ def data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """What can be made again if lost (which model each llama.cpp build runs safely)."""
+    env = os.environ.get("AGENTWORLD_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def settings_path() -> Path:
@@ -200,6 +210,7 @@ class Settings:
             threads=m.threads,
             engine=engine,
             slots=m.slots or (auto_slots(m.path, m.n_ctx) if engine == "xllamacpp" else 0),
+            probe_cache=str(cache_dir()),
         )
 
     def generation_params(self) -> GenerationParams:
