@@ -246,3 +246,118 @@ def test_a_huge_task_id_is_printed_bounded(
     assert "x" * 300 not in err  # ...never whole
     assert max(len(line) for line in err.splitlines()) < 400
     assert "\x1b" not in err
+
+
+# -- what a run tells as it goes (issue 44, minor items) -------------------------------------
+def test_each_step_is_told_as_it_ends_and_the_step_limit_is_explained(
+    world_model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = write_lines(
+        tmp_path / "tasks.jsonl",
+        [
+            {"id": "own", "instruction": "x", "domain": "terminal", "max_steps": 2},
+            {"id": "refused", "instruction": "y", "domain": "terminal", "max_steps": 2},
+        ],
+    )
+    script = lambda body: (  # noqa: E731
+        Call("send_keystrokes", {"keystrokes": ""}) if '"y' in json.dumps(body) else LS
+    )
+    with PolicyServer(script) as policy:
+        code = main(
+            rollout(tasks, tmp_path / "run", world_model.url, policy.url, "--max-steps", "5")
+        )
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0, err
+    assert any("2 tasks set their own max_steps, which wins over --max-steps 5" in e for e in err)
+    own = [e for e in err if e.startswith("agentworld: own#1")]
+    assert own[0].startswith("agentworld: own#1 step 1: send_keystrokes: complete (64 tokens,")
+    assert own[1].startswith("agentworld: own#1 step 2: send_keystrokes: complete")
+    assert own[2] == "agentworld: own#1: step_limit after 2 steps"
+    refused = [e for e in err if e.startswith("agentworld: refused#1")]
+    assert refused[0].startswith(
+        "agentworld: refused#1 step 1: send_keystrokes: refused: entry 1: "
+    )
+    assert refused[-1] == (
+        "agentworld: refused#1: step_limit after 2 tool calls, all refused "
+        "(the environment took none)"
+    )
+    kept = {r["key"]: r for r in records(tmp_path / "run")}
+    assert kept["refused#1"]["detail"] == "2 tool calls, 2 of them refused"
+    assert kept["refused#1"]["session_file"] is None  # nothing was simulated: no file
+    assert (tmp_path / "run" / kept["own#1"]["session_file"]).is_file()
+
+
+def test_the_policy_s_tool_choice_is_sent(world_model, tmp_path: Path) -> None:
+    tasks = [
+        load_tasks(
+            write_lines(
+                tmp_path / "t.jsonl", [{"id": "a", "instruction": "x", "domain": "terminal"}]
+            )
+        ).tasks[0]
+    ]
+    sent = {}
+    for choice in ("", "required", "send_keystrokes"):
+        simulator = open_simulator(world_model.url)
+        try:
+            with PolicyServer([Say("Done.")]) as policy:
+                run_rollout(
+                    tasks,
+                    simulator,
+                    PolicySpec(policy.url, tool_choice=choice),
+                    RolloutSettings(out=tmp_path / (choice or "none")),
+                )
+                sent[choice] = policy.requests[0].get("tool_choice")
+        finally:
+            simulator.close()
+    assert sent == {
+        "": None,
+        "required": "required",
+        "send_keystrokes": {"type": "function", "function": {"name": "send_keystrokes"}},
+    }
+
+
+def test_a_tool_choice_no_task_offers_is_refused_before_the_run(
+    world_model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = write_lines(
+        tmp_path / "tasks.jsonl",
+        [{"id": "a", "instruction": "x", "domain": "terminal"}],
+    )
+    with PolicyServer([LS]) as policy:
+        code = main(
+            rollout(
+                tasks,
+                tmp_path / "run",
+                world_model.url,
+                policy.url,
+                "--policy-tool-choice",
+                "browser_action",
+            )
+        )
+        assert policy.requests == []
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "the tool choice 'browser_action' is no tool of task a (terminal: it offers " in err
+    assert "send_keystrokes" in err
+
+
+def test_a_world_model_that_never_closes_its_reasoning_points_at_the_thinking_switch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from faultserver import FaultServer, Reply
+
+    tasks = write_lines(
+        tmp_path / "tasks.jsonl", [{"id": "a", "instruction": "x", "domain": "terminal"}]
+    )
+    with (
+        FaultServer(default=Reply(content=["root@box:/app# ls\nindex.html\n"])) as world,
+        PolicyServer([LS, Say("Done.")]) as policy,
+    ):
+        code = main(rollout(tasks, tmp_path / "run", world.url, policy.url))
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "no answer: the model stopped while reasoning (end of text)" in err
+    assert "hint: the world model ended without closing its reasoning" in err
+    assert "warning: 1 step gave no answer:" in err and "--no-thinking" in err
+    (record,) = records(tmp_path / "run")
+    assert "--no-thinking" in record["steps"][0]["hint"]

@@ -183,6 +183,16 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         print(line)
     for warning in summary.warnings():
         _say(f"warning: {warning}")
+    if args.policy_tool_choice == "required" and summary.ends.get("policy_error"):
+        from agentworld_tui.agents.env.rollout import offered_tools
+
+        names = sorted({name for task in found.tasks for name in offered_tools(task)})
+        _say(
+            "warning: the policy server failed with tool_choice 'required'; some servers "
+            "cannot take it (llama-cpp-python's answers HTTP 500): name a tool instead, "
+            f"--policy-tool-choice {_bounded(names[0], 60) if names else 'TOOL'}"
+            + (f" (the tools: {_bounded(', '.join(names), 200)})" if len(names) > 1 else "")
+        )
     return 0 if summary.finished == summary.episodes else 1
 
 

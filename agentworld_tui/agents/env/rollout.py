@@ -413,7 +413,7 @@ class Summary:
     def warnings(self) -> list[str]:
         """What the run's figures say is likely wrong with the setup, one line each."""
         said: list[str] = []
-        if self.episodes and self.finished + self.failed and not self.calling:
+        if self.ends.get("no_tool_call") and not self.calling:
             said.append(NO_TOOL_CALL_HINT)
         for why, count in sorted(self.no_answer.items()):
             said.append(
@@ -645,13 +645,8 @@ class Rollout:
         name = self.policy_spec.tool_choice
         if not name or name in TOOL_CHOICES:
             return
-        from agentworld_tui.agents.env.environment import resolve_domain, resolve_scenario
-        from agentworld_tui.domains.agent_tools import agent_tools
-
         for task in self.tasks:
-            domain = resolve_domain(task.domain)
-            scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
-            offered = [tool.name for tool in agent_tools(domain, scenario)]
+            offered = offered_tools(task)
             if name not in offered:
                 raise RolloutError(
                     f"the tool choice {name!r} is no tool of task {shown_key(task.key)} "
@@ -692,6 +687,16 @@ def shown_key(key: str, limit: int = 80) -> str:
         return text
     keep = limit - 1
     return text[: keep - 12] + "…" + text[-12:]
+
+
+def offered_tools(task: Task) -> list[str]:
+    """The names of the tools a task's environment offers the policy."""
+    from agentworld_tui.agents.env.environment import resolve_domain, resolve_scenario
+    from agentworld_tui.domains.agent_tools import agent_tools
+
+    domain = resolve_domain(task.domain)
+    scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
+    return [tool.name for tool in agent_tools(domain, scenario)]
 
 
 def reasoning_cut(step: dict[str, Any]) -> str:
@@ -757,6 +762,7 @@ __all__ = [
     "StepJudge",
     "Summary",
     "episode_key",
+    "offered_tools",
     "reasoning_cut",
     "run_rollout",
     "shown_key",
