@@ -16,7 +16,10 @@ from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 
 DEFAULT_PORT = 8000
-EXTRA_HINT = "pip install 'agentworld-tui[openenv]'"
+EXTRA_HINT = (
+    "pipx inject agentworld-tui 'openenv-core>=0.3,<0.4' (a pipx install), or "
+    "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
+)
 
 
 def _whole(low: int, high: int) -> Callable[[str], int]:
