@@ -361,3 +361,23 @@ def test_a_world_model_that_never_closes_its_reasoning_points_at_the_thinking_sw
     assert "warning: 1 step gave no answer:" in err and "--no-thinking" in err
     (record,) = records(tmp_path / "run")
     assert "--no-thinking" in record["steps"][0]["hint"]
+
+
+def test_no_lock_file_is_left_in_the_run_s_folder(world_model, tmp_path: Path) -> None:
+    tasks = load_tasks(
+        write_lines(
+            tmp_path / "tasks.jsonl",
+            [{"id": n, "instruction": "x", "domain": "terminal"} for n in ("a", "b", "c")],
+        )
+    ).tasks
+    simulator = open_simulator(world_model.url)
+    try:
+        with PolicyServer([LS, LS, Say("Done.")]) as policy:
+            run_rollout(
+                tasks, simulator, PolicySpec(policy.url), RolloutSettings(out=tmp_path / "run")
+            )
+    finally:
+        simulator.close()
+    left = sorted(p.name for p in (tmp_path / "run").rglob("*") if p.name.endswith(".lock"))
+    assert left == []
+    assert len(list((tmp_path / "run" / "sessions").glob("*.json"))) == 3

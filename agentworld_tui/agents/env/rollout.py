@@ -580,6 +580,7 @@ class Rollout:
         finally:
             if env is not None:
                 await env.aclose()
+                _drop_lock_file(session_path)
         session = env._episode.session if env is not None and env._episode is not None else None
         return {
             "key": key,
@@ -706,6 +707,28 @@ def reasoning_cut(step: dict[str, Any]) -> str:
     if step.get("status") != "no_answer" or "stopped while reasoning" not in note:
         return ""
     return "max tokens" if "max tokens" in note else "end of text"
+
+
+def _drop_lock_file(path: Path) -> None:
+    """Remove the session file's lock file once the episode is written: each save took and
+    left it, and a run leaves one per episode otherwise. It is removed while held, so a
+    program that opened it meanwhile finds it unlinked and takes a new one (filelock checks
+    that the file it locked still has a name); one that holds it keeps it."""
+    from agentworld_tui.world.session_lock import LockHeld, SessionLock
+
+    lock = SessionLock(path)
+    if not lock.lock_path.exists():
+        return
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):
+        return
+    try:
+        lock.lock_path.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        lock.release()
 
 
 def _calls_taken(steps: list[dict[str, Any]], limit: int) -> str:
