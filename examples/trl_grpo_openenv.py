@@ -5,8 +5,8 @@ episode (its text is appended to the prompt) and whose public methods are the to
 policy calls; ``get_reward`` scores the finished rollout. Here that class holds an OpenEnv
 client of ``agentworld env serve``, so every tool call is one simulated step.
 
-    agentworld env serve --domain terminal --server http://gpu-box:8000/v1 --port 8100
-    python examples/trl_grpo_openenv.py --env http://127.0.0.1:8100 --policy Qwen/Qwen3-0.6B
+    agentworld env serve --domain terminal --server http://gpu-box:8000/v1
+    python examples/trl_grpo_openenv.py --env http://127.0.0.1:8766 --policy Qwen/Qwen3-0.6B
 
 ``--demo`` runs it whole on this machine without any download: a scripted world model
 (tests/ggufgen.py, in llama.cpp) behind a real ``env serve``, and a tiny scripted policy
@@ -32,7 +32,7 @@ from typing import Any
 
 from agentworld_tui.agents.env.openenv_server import AgentWorldAction, AgentWorldClient
 
-ENV_URL = "http://127.0.0.1:8100"
+ENV_URL = "http://127.0.0.1:8766"
 TASK = "List the files in /app, then say what is there."
 
 
