@@ -105,6 +105,14 @@ class ModelSettings:
     """Layers to offload; -1 = all when the llama.cpp build can offload, else 0."""
     threads: int = _bounded(0, 0, MAX_THREADS)
     """CPU threads; 0 = the number of physical cores."""
+    engine: str = field(
+        default="llama-cpp-python", metadata={"choices": ("llama-cpp-python", "xllamacpp")}
+    )
+    """The in-process engine: "llama-cpp-python" (one generation at a time) or "xllamacpp"
+    (llama.cpp's server engine: ``slots`` generations at once)."""
+    slots: int = _bounded(0, 0, 256)
+    """xllamacpp's parallel slots; 0 = as many as the machine's memory holds at ``n_ctx``
+    each (at most 8)."""
 
 
 @dataclass
@@ -184,8 +192,14 @@ class Settings:
                 n_ctx=m.n_ctx,
                 idle_timeout=s.idle_timeout,
             )
+        engine = "" if m.engine == "llama-cpp-python" else m.engine
         return EngineSpec(
-            model_path=m.path, n_ctx=m.n_ctx, gpu_layers=m.gpu_layers, threads=m.threads
+            model_path=m.path,
+            n_ctx=m.n_ctx,
+            gpu_layers=m.gpu_layers,
+            threads=m.threads,
+            engine=engine,
+            slots=m.slots or (auto_slots(m.path, m.n_ctx) if engine == "xllamacpp" else 0),
         )
 
     def generation_params(self) -> GenerationParams:
@@ -202,6 +216,24 @@ class Settings:
             enable_thinking=g.enable_thinking,
             seed=g.seed,
         )
+
+
+MAX_AUTO_SLOTS = 8
+
+
+def auto_slots(model_path: str, n_ctx: int) -> int:
+    """Slots for xllamacpp when none are set: as many as the free RAM holds once the
+    weights are in, each with its context's KV cache and recurrent state (at most
+    ``MAX_AUTO_SLOTS``, at least 1)."""
+    from agentworld_tui.models.fit import parallel_slots, read_shape
+    from agentworld_tui.models.hardware import machine_memory
+
+    try:
+        shape = read_shape(Path(model_path).expanduser())
+    except (ValueError, OSError):
+        return 1
+    free = machine_memory(gpus=False).ram_available
+    return parallel_slots(shape, n_ctx, free, limit=MAX_AUTO_SLOTS)
 
 
 PROBLEMS_SHOWN = 5
@@ -243,6 +275,9 @@ def _checked(section: type[Any], key: str, value: Any) -> tuple[Any, str | None]
     )
     if isinstance(default, bool) != isinstance(value, bool) or not isinstance(value, wanted):
         return None, f"expected {type(default).__name__}, got {_shown(value)}"
+    choices = next((f.metadata.get("choices") for f in fields(section) if f.name == key), None)
+    if choices and value not in choices:
+        return None, f"{_shown(value)} must be one of {', '.join(choices)}"
     bounds = bounds_of(section, key)
     if bounds is not None:
         problem = bounds.problem(value)

@@ -96,6 +96,28 @@ def llama_engine() -> Iterator[Callable[..., LlamaEngine]]:
 
 
 @pytest.fixture
+def xllama_engine() -> Iterator[Callable[..., Any]]:
+    """Factory: ``xllama_engine(path, **kwargs)`` loads an XLlamaEngine (n_ctx 2048 a slot,
+    one thread, two slots unless given); every engine made is unloaded at the end."""
+    from agentworld_tui.engines.xllamacpp import XLlamaEngine
+
+    loaded: list[XLlamaEngine] = []
+
+    def load(path: Path, **kwargs: Any) -> XLlamaEngine:
+        kwargs.setdefault("n_ctx", 2048)
+        kwargs.setdefault("threads", 1)
+        kwargs.setdefault("slots", 2)
+        engine = XLlamaEngine(path, **kwargs)
+        engine.load()
+        loaded.append(engine)
+        return engine
+
+    yield load
+    for engine in loaded:
+        engine.unload()
+
+
+@pytest.fixture
 def online_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     """A Hub-shaped server on 127.0.0.1 with huggingface-hub pointed at it and allowed
     online for this test; HF_HOME is a fresh folder."""

@@ -101,18 +101,24 @@ class ScriptTable:
 
 
 def script_table(
-    script: str | Sequence[Piece], *, logit_gap: float = 10.0, multiple: int = 64
+    script: str | Sequence[Piece],
+    *,
+    logit_gap: float = 10.0,
+    multiple: int = 64,
+    extra: Sequence[str] = (),
 ) -> ScriptTable:
     """The next-token table that makes a model write ``script`` then ``<|im_end|>``.
 
     ``script`` may be given as ready pieces (all distinct, each a vocabulary entry); a
     ``bytes`` piece is taken byte for byte, so a piece may end in the middle of a
-    multi-byte character.
+    multi-byte character. ``extra`` tokens (such as ``<think>``) join the vocabulary
+    before the special ones (a piece of the script may be one of them).
     """
     pieces: list[Piece] = split_script(script) if isinstance(script, str) else list(script)
     symbols = list(byte_symbols())
     piece_tokens = [to_symbols(p) for p in pieces]
-    vocab = symbols + piece_tokens + list(SPECIAL_TOKENS)
+    extra_tokens = [to_symbols(t) for t in extra if to_symbols(t) not in piece_tokens]
+    vocab = symbols + piece_tokens + extra_tokens + list(SPECIAL_TOKENS)
     if len(set(vocab)) != len(vocab):
         raise ValueError("script pieces must be distinct and not single bytes")
     n_vocab = len(vocab)
@@ -285,6 +291,126 @@ def write_recurrent_model(
     return path
 
 
+THINK_TOKENS = ("<think>", "</think>")
+
+
+def write_qwen35moe_model(
+    path: Path,
+    script: str | Sequence[Piece],
+    *,
+    chat_template: str = CHATML_THINK_TEMPLATE,
+    n_ctx_train: int = 8192,
+    n_layer: int = 4,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    mixing: float = 0.0,
+    seed: int = 0,
+    d_state: int = 16,
+    dt_rank: int = 4,
+) -> Path:
+    """A scripted miniature of the real model's architecture, llama.cpp's ``qwen35moe``.
+
+    Three of every four layers are Gated DeltaNet (a recurrent state of fixed size), the
+    fourth gated attention (a query that carries its own output gate, a KV cache); every
+    layer's feed-forward is a mixture of experts with a shared expert. Its vocabulary has
+    ``<think>`` and ``</think>`` as single tokens, as the real one does, so a prompt ends
+    in the same few tokens. With ``mixing`` 0 the blocks run but add nothing to the
+    residual, so the output is the script; a small ``mixing`` gives them random weights
+    whose output perturbs the logits (the script still wins by the logit gap), so a
+    wrongly restored state shows in the logits. ``d_state`` (the head size of a
+    DeltaNet layer) and ``dt_rank`` (its heads) size the recurrent state: the real
+    model's are 128 and 32, over 30 such layers.
+    """
+    import gguf
+
+    table = script_table(script, extra=THINK_TOKENS)
+    n_embd = table.n_embd
+    n_head, n_head_kv, head_dim = 4, 2, 16
+    n_group, d_conv = 2, 4
+    key_dim, value_dim = d_state * n_group, d_state * dt_rank
+    n_ff_exp, n_ff_shexp = 32, 32
+    arch = "qwen35moe"
+    rng = np.random.default_rng(seed)
+
+    def weight(*shape: int, scale: float = 1.0) -> np.ndarray:
+        if mixing == 0.0:
+            return np.zeros(shape, dtype=np.float32)
+        std = scale / np.sqrt(shape[-1])
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name("scripted-qwen35moe-test-model")
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff_exp)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_dimension_sections([4, 2, 2, 0])
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_expert_count(n_expert)
+    writer.add_expert_used_count(n_expert_used)
+    writer.add_expert_feed_forward_length(n_ff_exp)
+    writer.add_expert_shared_feed_forward_length(n_ff_shexp)
+    writer.add_ssm_conv_kernel(d_conv)
+    writer.add_ssm_inner_size(value_dim)
+    writer.add_ssm_state_size(d_state)
+    writer.add_ssm_time_step_rank(dt_rank)
+    writer.add_ssm_group_count(n_group)
+    writer.add_full_attention_interval(4)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _add_tokenizer(writer, table.vocab, chat_template, user_defined=THINK_TOKENS)
+
+    writer.add_tensor("token_embd.weight", table.embd)
+    writer.add_tensor("output_norm.weight", ones(n_embd))
+    writer.add_tensor("output.weight", table.out)
+    # numpy shapes are (out, in): the reverse of llama.cpp's {ne0, ne1}.
+    for i in range(n_layer):
+        blk = f"blk.{i}."
+        writer.add_tensor(blk + "attn_norm.weight", ones(n_embd))
+        writer.add_tensor(blk + "post_attention_norm.weight", ones(n_embd))
+        if (i + 1) % 4 == 0:  # gated attention: the query projection holds the gate too
+            writer.add_tensor(blk + "attn_q.weight", weight(2 * n_head * head_dim, n_embd))
+            writer.add_tensor(blk + "attn_k.weight", weight(n_head_kv * head_dim, n_embd))
+            writer.add_tensor(blk + "attn_v.weight", weight(n_head_kv * head_dim, n_embd))
+            writer.add_tensor(blk + "attn_q_norm.weight", ones(head_dim))
+            writer.add_tensor(blk + "attn_k_norm.weight", ones(head_dim))
+            out = weight(n_embd, n_head * head_dim, scale=mixing)
+            writer.add_tensor(blk + "attn_output.weight", out)
+        else:  # Gated DeltaNet
+            conv_dim = 2 * key_dim + value_dim
+            writer.add_tensor(blk + "attn_qkv.weight", weight(conv_dim, n_embd))
+            writer.add_tensor(blk + "attn_gate.weight", weight(value_dim, n_embd))
+            writer.add_tensor(blk + "ssm_conv1d.weight", weight(conv_dim, d_conv))
+            writer.add_tensor(blk + "ssm_dt.bias", np.zeros(dt_rank, dtype=np.float32))
+            # A = -exp(A_log) < 0: the state decays and stays bounded.
+            a = -np.geomspace(0.01, 1.0, dt_rank, dtype=np.float32)
+            writer.add_tensor(blk + "ssm_a", a)
+            writer.add_tensor(blk + "ssm_beta.weight", weight(dt_rank, n_embd))
+            writer.add_tensor(blk + "ssm_alpha.weight", weight(dt_rank, n_embd))
+            writer.add_tensor(blk + "ssm_norm.weight", ones(d_state))
+            writer.add_tensor(blk + "ssm_out.weight", weight(n_embd, value_dim, scale=mixing))
+        writer.add_tensor(blk + "ffn_gate_inp.weight", weight(n_expert, n_embd))
+        writer.add_tensor(blk + "ffn_gate_exps.weight", weight(n_expert, n_ff_exp, n_embd))
+        writer.add_tensor(blk + "ffn_up_exps.weight", weight(n_expert, n_ff_exp, n_embd))
+        down = weight(n_expert, n_embd, n_ff_exp, scale=mixing)
+        writer.add_tensor(blk + "ffn_down_exps.weight", down)
+        writer.add_tensor(blk + "ffn_gate_inp_shexp.weight", weight(n_embd))
+        writer.add_tensor(blk + "ffn_gate_shexp.weight", weight(n_ff_shexp, n_embd))
+        writer.add_tensor(blk + "ffn_up_shexp.weight", weight(n_ff_shexp, n_embd))
+        down = weight(n_embd, n_ff_shexp, scale=mixing)
+        writer.add_tensor(blk + "ffn_down_shexp.weight", down)
+    _finish(writer)
+    return path
+
+
 def write_random_model(
     path: Path,
     *,
@@ -343,15 +469,23 @@ def write_random_model(
     return path
 
 
-def _add_tokenizer(writer: object, vocab: list[str], chat_template: str) -> None:
+def _add_tokenizer(
+    writer: object, vocab: list[str], chat_template: str, user_defined: Sequence[str] = ()
+) -> None:
     import gguf
 
     assert isinstance(writer, gguf.GGUFWriter)
     normal, control = gguf.TokenType.NORMAL, gguf.TokenType.CONTROL
+
+    def kind(token: str) -> int:
+        if token in SPECIAL_TOKENS:
+            return control
+        return gguf.TokenType.USER_DEFINED if token in user_defined else normal
+
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list(vocab)
-    writer.add_token_types([control if t in SPECIAL_TOKENS else normal for t in vocab])
+    writer.add_token_types([kind(t) for t in vocab])
     sym = byte_symbols()
     writer.add_token_merges([f"{sym[ord('Q')]} {sym[ord('Z')]}"])
     writer.add_eos_token_id(vocab.index("<|im_end|>"))

@@ -5,7 +5,8 @@ history. One context holds one conversation; when a prompt leaves it, the engine
 that conversation's state whole (attention cache included) in its byte-bounded store, and
 restores it when the conversation, or a fork of it, comes back. These tests alternate
 conversations on generated models of the three kinds: a transformer (qwen2), a purely
-recurrent model (mamba) and a hybrid (jamba: Mamba and attention layers, like the real
+recurrent model (mamba), a hybrid (jamba: Mamba and attention layers) and a miniature of
+the real model (qwen35moe: Gated DeltaNet and gated attention, like the real
 model), through the app's own ``Session`` and ``run_turn``.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ggufgen import write_recurrent_model, write_scripted_model
+from ggufgen import write_qwen35moe_model, write_recurrent_model, write_scripted_model
 from test_engine_llama import DOMAIN, GREEDY, OBSERVATION, SCENARIO, SCRIPT, collect
 from test_hybrid_cache import conversation, last_logits
 from test_hybrid_checkpoints import Player, state_size, with_random_attention
@@ -25,12 +26,14 @@ from agentworld_tui.engines.llama import common_prefix
 
 TARGET = 1.1
 ONE_TOKEN = GenerationParams(temperature=0.0, max_tokens=1)
-KINDS = ["qwen2", "mamba", "jamba"]
+KINDS = ["qwen2", "mamba", "jamba", "qwen35moe"]
 
 
 def write_model(path: Path, kind: str, *, mixing: float = 0.0) -> Path:
     if kind == "qwen2":
         return write_scripted_model(path, SCRIPT)
+    if kind == "qwen35moe":
+        return write_qwen35moe_model(path, SCRIPT, mixing=mixing)
     hybrid = kind == "jamba"
     n_layer = 4 if hybrid else 2
     return write_recurrent_model(path, SCRIPT, hybrid=hybrid, n_layer=n_layer, mixing=mixing)
@@ -120,7 +123,7 @@ def ratio_since_branch_prompt(player: Player, branch: int) -> float:
     return player.finished[-1].stats.evaluated_prompt_tokens / new
 
 
-@pytest.mark.parametrize("kind", ["qwen2", "jamba"])
+@pytest.mark.parametrize("kind", ["qwen2", "jamba", "qwen35moe"])
 def test_a_restored_conversation_gives_the_same_logits_as_reading_everything(
     tmp_path: Path, llama_engine, kind: str
 ) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 import pytest
-from ggufgen import write_recurrent_model
+from ggufgen import write_qwen35moe_model, write_recurrent_model
 from test_engine_llama import (
     GREEDY,
     MESSAGES,
@@ -36,13 +36,16 @@ from agentworld_tui.engines.llama import LlamaEngine, StateStore
 TURNS = 10
 
 
-@pytest.fixture(params=["mamba", "jamba"])
+@pytest.fixture(params=["mamba", "jamba", "qwen35moe"])
 def recurrent_model(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Path]:
-    """Factory for a scripted recurrent (mamba) or hybrid (jamba) model."""
+    """Factory for a scripted recurrent (mamba) or hybrid (jamba, or qwen35moe: the real
+    model's architecture in miniature) model."""
     hybrid = request.param == "jamba"
 
     def make(mixing: float = 0.0, name: str = "") -> Path:
         path = tmp_path / (name or f"{request.param}-{mixing}.gguf")
+        if request.param == "qwen35moe":
+            return write_qwen35moe_model(path, SCRIPT, mixing=mixing)
         n_layer = 4 if hybrid else 2
         return write_recurrent_model(path, SCRIPT, mixing=mixing, hybrid=hybrid, n_layer=n_layer)
 

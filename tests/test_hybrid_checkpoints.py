@@ -17,7 +17,7 @@ import gguf
 import llama_cpp
 import numpy as np
 import pytest
-from ggufgen import write_recurrent_model
+from ggufgen import write_qwen35moe_model, write_recurrent_model
 from test_engine_llama import (
     DOMAIN,
     GREEDY,
@@ -43,10 +43,12 @@ ASSISTANT_HEADER = "<|im_start|>assistant\n"
 CUT_SHORT = GenerationParams(temperature=0.0, max_tokens=4)
 
 
-@pytest.fixture(params=["mamba", "jamba"])
+@pytest.fixture(params=["mamba", "jamba", "qwen35moe"])
 def recurrent_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     hybrid = request.param == "jamba"
     path = tmp_path / f"{request.param}.gguf"
+    if request.param == "qwen35moe":
+        return write_qwen35moe_model(path, SCRIPT)
     return write_recurrent_model(path, SCRIPT, hybrid=hybrid, n_layer=4 if hybrid else 2)
 
 
@@ -178,7 +180,7 @@ def test_the_saved_state_is_the_recurrent_part_only(recurrent_path, llama_engine
     assert sizes == {state_size(recurrent_path)}
     assert len(engine.states) == 8  # two per turn
     full = int(llama_cpp.llama_state_seq_get_size(engine._llm.ctx, 0))
-    if "jamba" in recurrent_path.name:
+    if "mamba" not in recurrent_path.name:
         assert full > 2 * max(sizes)  # the whole state holds the attention cache too
     else:
         assert full == max(sizes)  # a purely recurrent model has nothing else

@@ -55,7 +55,7 @@ def test_a_tools_file_that_is_not_json_schema_is_refused_at_start(
         (["--domain", "os", "--schedule-seed", "3"], "--schedule-seed goes with --schedule"),
         (
             ["--domain", "os", "--transport", "http", "--host", "0.0.0.0"],
-            "listening on 0.0.0.0 needs a bearer token: put one in $AGENTWORLD_MCP_TOKEN",
+            "listening on 0.0.0.0 needs a token: put one in $AGENTWORLD_MCP_TOKEN",
         ),
     ],
 )

@@ -103,6 +103,20 @@ def engine_flags(dest_prefix: str = "") -> argparse.ArgumentParser:
     )
     add(
         group,
+        "--engine",
+        choices=("llama-cpp-python", "xllamacpp"),
+        help="in-process engine: llama-cpp-python (one turn at a time) or xllamacpp "
+        "(llama.cpp's server engine, --slots turns at once)",
+    )
+    add(
+        group,
+        "--slots",
+        type=number_flag(ModelSettings, "slots"),
+        metavar="N",
+        help="turns xllamacpp runs at once (implies --engine xllamacpp; 0: from memory)",
+    )
+    add(
+        group,
         "--log-level",
         type=_log_level,
         metavar="LEVEL",
@@ -204,6 +218,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         value = getattr(args, flag, None)
         if value is not None:
             setattr(settings.model, attr, value)
+    if getattr(args, "engine", None):
+        settings.model.engine = args.engine
+    if getattr(args, "slots", None) is not None:
+        settings.model.slots = args.slots
+        if not getattr(args, "engine", None):
+            settings.model.engine = "xllamacpp"
     gen = settings.generation
     for flag in ("temperature", "top_p", "top_k", "max_tokens", "seed", "reasoning_budget"):
         value = getattr(args, flag, None)

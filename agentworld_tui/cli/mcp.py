@@ -271,23 +271,22 @@ def _world(wanted: str) -> FictionalWorld:
 
 
 def _token(args: argparse.Namespace) -> str:
-    from agentworld_tui.agents.mcp.http import is_loopback
+    from agentworld_tui.agents.guard import GuardError, require_token
 
     token = os.environ.get(args.token_env, "")
     if token and not _TOKEN_TEXT.fullmatch(token):
         raise UserError(
             f"${args.token_env} must be 16 to 512 letters, digits or . _ ~ + / = - characters"
         )
-    if not token and not is_loopback(args.host):
-        raise UserError(
-            f"listening on {args.host} needs a bearer token: put one in ${args.token_env} "
-            "(clients send it as Authorization: Bearer ...), or listen on 127.0.0.1"
-        )
+    try:
+        require_token(args.host, token, f"put one in ${args.token_env}")
+    except GuardError as exc:
+        raise UserError(str(exc)) from None
     return token
 
 
 def _listen(args: argparse.Namespace) -> socket.socket:
-    from agentworld_tui.agents.mcp.http import ListenError, bind
+    from agentworld_tui.agents.guard import ListenError, bind
 
     _token(args)  # refused before the port is taken
     try:
@@ -319,8 +318,12 @@ async def _serve(
     toolset = server.toolset
     what = f"{counted(len(toolset.declared), 'tool')} ({toolset.source})"
     if sock is not None:
+        from agentworld_tui.agents.guard import reachable_hint
+
         url = await server.start(args.host, sock=sock, token=token, path=args.path)
-        print(f"agentworld: serving {what} at {url} (Ctrl+C stops)", file=sys.stderr, flush=True)
+        hint = reachable_hint(args.host, sock.getsockname()[1], args.path)
+        where = f"{url} ({hint})" if hint else url
+        print(f"agentworld: serving {what} at {where} (Ctrl+C stops)", file=sys.stderr, flush=True)
         serving: asyncio.Future[Any] = loop.create_future()
     else:
         print(f"agentworld: serving {what} over stdio", file=sys.stderr, flush=True)

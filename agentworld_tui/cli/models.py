@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.sanitize import sanitize
@@ -385,6 +385,21 @@ def cmd_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine_line(settings: Any) -> str:
+    """Which engine runs the model, and xllamacpp's state when it is the one."""
+    if settings.server.url:
+        return f"a server: {settings.server.url}"
+    if settings.model.engine != "xllamacpp":
+        return 'llama-cpp-python (one turn at a time; [model] engine = "xllamacpp" for many)'
+    try:
+        import xllamacpp
+    except ImportError:
+        return "xllamacpp, which is not installed: pip install xllamacpp"
+    slots = settings.engine_spec().slots
+    version = getattr(xllamacpp, "__version__", "?")
+    return f"xllamacpp {version}, {slots} slots (turns at once)"
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -407,6 +422,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             ("llama.cpp", f"llama-cpp-python {build.version}, {build.kind} build ({offload_text})")
         )
         out.append(("", build.system_info))
+    out.append(("engine", _engine_line(settings)))
     if machine.gpus:
         for gpu in machine.gpus:
             out.append(

@@ -108,6 +108,9 @@ class Finished(NamedTuple):
     notice: str = ""
     """What the engine changed in how it asked (a server that refused some parameters),
     for the turn's note."""
+    content: str | None = None
+    """The answer alone, as a server with a reasoning parser sent it in its ``content``
+    field (what the official evaluator scores); None when the text came whole (``raw``)."""
 
 
 EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished
@@ -156,6 +159,10 @@ class EngineInfo(NamedTuple):
     n_ctx: int
     remote: bool = False
     """The model runs on a server: nothing of this machine's decodes it."""
+    parallel: int = 1
+    """Generations the engine runs at once in this process (its slots)."""
+    engine: str = ""
+    """Which in-process engine runs the model ("llama-cpp-python", "xllamacpp")."""
 
 
 ProgressCallback = Callable[[str], None]

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from agentworld_tui.engines.base import Engine, EngineError
 
+ENGINES = ("", "llama-cpp-python", "xllamacpp")
+"""The in-process engines a spec may name ("" is llama-cpp-python)."""
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -22,6 +25,11 @@ class EngineSpec:
     threads: int = 0
     idle_timeout: float = 120.0
     """Seconds a server may stay silent in the middle of an answer."""
+    engine: str = ""
+    """The in-process engine for a model file: "llama-cpp-python" (also when empty) or
+    "xllamacpp" (llama.cpp's server engine, ``slots`` conversations at once)."""
+    slots: int = 0
+    """xllamacpp's parallel slots (0: its default)."""
 
     @property
     def given(self) -> bool:
@@ -35,6 +43,8 @@ class EngineSpec:
             return "a model name is a model on a server: give the server too"
         if not self.given:
             return "no model configured"
+        if self.engine not in ENGINES:
+            return f"no engine {self.engine!r}: choose {' or '.join(ENGINES[1:])}"
         return ""
 
 
@@ -57,6 +67,16 @@ def make_engine(spec: EngineSpec) -> Engine:
             api_key_env=spec.api_key_env,
             n_ctx=spec.n_ctx,
             **extra,
+        )
+    if spec.engine == "xllamacpp":
+        from agentworld_tui.engines.xllamacpp import XLlamaEngine
+
+        return XLlamaEngine(
+            spec.model_path,
+            n_ctx=spec.n_ctx,
+            gpu_layers=spec.gpu_layers,
+            threads=spec.threads,
+            slots=spec.slots,
         )
     from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
 

@@ -177,7 +177,8 @@ def common_prefix(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> int:
 @dataclass(eq=False)  # compared by identity: == on numpy token arrays is not a bool
 class _Checkpoint:
     tokens: np.ndarray[Any, Any]
-    data: bytes
+    data: bytes | np.ndarray[Any, Any]
+    """The state as llama.cpp wrote it (an array of bytes, or bytes)."""
     used: float
     flags: int = 0
     """The ``llama_state_seq_flags`` it was saved with (restored with the same)."""
@@ -213,7 +214,7 @@ class StateStore:
     def add(
         self,
         tokens: np.ndarray[Any, Any],
-        data: bytes,
+        data: bytes | np.ndarray[Any, Any],
         *,
         flags: int = 0,
         standalone: bool = False,
@@ -308,7 +309,7 @@ class LlamaEngine:
         if self._gpu_layers:
             where = f"GPU {min(self._gpu_layers, self._n_layer + 1)}/{self._n_layer + 1} layers"
         n_ctx = self._llm.n_ctx() if self._llm is not None else self.requested_ctx
-        return EngineInfo(self.model_path.name, where, n_ctx)
+        return EngineInfo(self.model_path.name, where, n_ctx, engine="llama-cpp-python")
 
     @property
     def recurrent(self) -> bool:
@@ -726,10 +727,13 @@ class LlamaEngine:
         size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags))
         if size > self.states.budget:
             return
-        buffer = (ctypes.c_uint8 * size)()
-        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, buffer, size, 0, flags))
+        # llama.cpp writes the state straight into the stored array: nothing zero-filled
+        # first, nothing copied after.
+        buffer = np.empty(size, dtype=np.uint8)
+        pointer = buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, pointer, size, 0, flags))
         if written:
-            data = bytes(memoryview(buffer)[:written])
+            data = buffer[:written]
             standalone = whole or not self._attention
             cuttable = whole and not self._hybrid
             self.states.add(
@@ -753,11 +757,11 @@ class LlamaEngine:
         import llama_cpp
 
         llm = self._llm
-        data = checkpoint.data
-        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        data = np.frombuffer(checkpoint.data, dtype=np.uint8)  # read in place, not copied
+        pointer = data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         memory = llama_cpp.llama_get_memory(llm.ctx)
         restored = bool(
-            llama_cpp.llama_state_seq_set_data_ext(llm.ctx, buffer, len(data), 0, checkpoint.flags)
+            llama_cpp.llama_state_seq_set_data_ext(llm.ctx, pointer, len(data), 0, checkpoint.flags)
         )
         if restored and (checkpoint.cuttable or not checkpoint.standalone):
             restored = bool(llama_cpp.llama_memory_seq_rm(memory, 0, n, -1))

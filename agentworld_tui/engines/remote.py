@@ -765,6 +765,7 @@ class RemoteEngine:
             raw=splitter.raw,
             extraction=split.extraction,
             notice=notice,
+            content=splitter.content,
         )
 
     # -- context and tokens ------------------------------------------------------------

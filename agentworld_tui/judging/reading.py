@@ -121,12 +121,12 @@ def _matching_brace(text: str, start: int) -> int:
 def _loads(chunk: str) -> tuple[Any, bool]:
     try:
         return json.loads(chunk), False
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, too deep, or a number too long
         pass
     mended = _without_trailing_commas(chunk)
     try:
         return json.loads(mended, strict=False), True
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None, False
 
 
@@ -179,10 +179,13 @@ def _score(dimension: str, value: Any) -> float:
     if isinstance(value, str):
         match = re.fullmatch(rf"\s*{_NUMBER}\s*(?:/\s*5)?\s*", value)
         value = float(match.group("value")) if match else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise JudgementError(f"the {dimension} score is not a number")
-    if not LOWEST <= value <= HIGHEST:
-        raise JudgementError(f"the {dimension} score {value:g} is outside 1-5")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise JudgementError(f"the {dimension} score is not a number")
+    if not LOWEST <= value <= HIGHEST:  # compared exactly: an integer of any size is fine
+        shown = f"{value:g}" if isinstance(value, float) or abs(value) < 10**9 else "far"
+        raise JudgementError(f"the {dimension} score {shown} is outside 1-5")
     return float(value)
 
 

@@ -523,3 +523,15 @@ def recommend(
         if fitting:
             return max(fitting, key=lambda e: e.size_gb)
     return None
+
+
+def parallel_slots(shape: ModelShape, n_ctx: int, free_bytes: int, *, limit: int = 8) -> int:
+    """Conversations a model can serve at once in ``free_bytes`` (RAM or VRAM): what is left
+    after the weights and the overhead, over what one slot takes (its context's KV cache,
+    its recurrent state and a few checkpoints of it); at least 1, at most ``limit``."""
+    ctx = n_ctx or min(DEFAULT_CONTEXT, shape.trained_context or DEFAULT_CONTEXT)
+    per_slot = shape.kv_bytes_per_token * ctx + shape.recurrent_bytes * 9
+    left = free_bytes - shape.weights_bytes - OVERHEAD_BYTES
+    if per_slot <= 0:
+        return limit
+    return max(1, min(limit, left // per_slot))

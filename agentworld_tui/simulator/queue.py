@@ -10,7 +10,10 @@ immutable snapshots: the world's state is never written here.
 
 A model on a server decodes elsewhere: its generations run concurrently, up to
 ``concurrency`` at once on threads of their own, started in the order they were asked
-for; the server does the batching. A model load or switch waits until they are done.
+for; the server does the batching. An in-process engine with several slots (xllamacpp)
+is run the same way, up to its slots at once: it decodes on its own thread, which
+batches them, and the threads here only wait for its chunks. A model load or switch
+waits until they are done.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentworld_tui.engines.base import (
     Engine,
@@ -84,7 +88,8 @@ class EngineQueue:
     def __init__(self, engine: Engine | None, *, concurrency: int = 8) -> None:
         self.engine = engine
         self.concurrency = max(1, concurrency)
-        """Generations in flight at once on a server (a local model runs one at a time)."""
+        """Generations in flight at once on a server (an in-process engine runs as many as
+        it has slots)."""
         self._jobs: queue.Queue[GenerationJob | LoadJob | CallJob | None] = queue.Queue()
         self._waiting: list[GenerationJob] = []
         self._running: list[GenerationJob] = []
@@ -161,15 +166,14 @@ class EngineQueue:
                 self._drain()
                 self._call(job)
                 continue
-            engine = self.engine
-            remote = engine is not None and engine.info.remote and self.concurrency > 1
+            limit = self.limit(self.engine)
             with self._idle:
-                if remote:  # a free slot first: they start in the order asked for
-                    self._idle.wait_for(lambda: len(self._running) < self.concurrency)
+                if limit > 1:  # a free slot first: they start in the order asked for
+                    self._idle.wait_for(partial(self._room, limit))
                 if job in self._waiting:
                     self._waiting.remove(job)
                 self._running.append(job)
-            if remote:
+            if limit > 1:
                 self._hand_out(job)
             else:
                 self._run_one(job)
@@ -177,10 +181,22 @@ class EngineQueue:
         if self.engine is not None and self.engine.loaded:
             self.engine.unload()
 
+    def _room(self, limit: int) -> bool:
+        return len(self._running) < limit
+
+    def limit(self, engine: Engine | None) -> int:
+        """Generations ``engine`` runs at once: a server's ``concurrency``, an in-process
+        engine's slots (one for llama-cpp-python)."""
+        if engine is None:
+            return 1
+        info = engine.info
+        return self.concurrency if info.remote else max(1, getattr(info, "parallel", 1))
+
     def _hand_out(self, job: GenerationJob) -> None:
-        """Run a server's generation on a thread of its own: an idle one kept from an
-        earlier generation, or a new one (starting a thread costs more than a step's
-        own work on a server that answers at once)."""
+        """Run a generation on a thread of its own (a server's, or one of an in-process
+        engine's slots): an idle one kept from an earlier generation, or a new one
+        (starting a thread costs more than a step's own work on a server that answers at
+        once)."""
         with self._lock:
             spawn = self._idle_workers == 0
             if not spawn:

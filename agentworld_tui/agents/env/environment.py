@@ -792,6 +792,20 @@ def resolve_scenario(domain: Domain, scenario: str | Scenario | None) -> Scenari
     raise EnvError(f"{domain.name} has no scenario {scenario!r} (it has: {known})")
 
 
+def scenario_named(domain: Domain, name: str, offered: Sequence[Scenario] = ()) -> Scenario:
+    """The scenario a client (a request, a tasks file's line) names: one of ``offered``
+    (what the server was started with) or of the domain's by name; never a file."""
+    from agentworld_tui.world.prompts import load_scenarios
+
+    found, _problems = load_scenarios(domain.name)
+    for item in (*offered, *found):
+        if item.name == name:
+            return item
+    known = ", ".join(dict.fromkeys(s.name for s in (*offered, *found))) or "none"
+    shown = name if len(name) <= 80 else name[:80] + "…"
+    raise EnvError(f"{domain.name} has no scenario {shown!r} (it has: {known})")
+
+
 def resolve_world(world: str | FictionalWorld | None) -> FictionalWorld | None:
     """A fictional world by name (shipped or the user's), from a .toml file, or as given."""
     if world is None or not isinstance(world, str):

@@ -276,8 +276,10 @@ def _scenario(domain: Domain, written: Any, folder: Path | None) -> Scenario | N
             return load_scenario_file(path)
         except ScenarioFileError as exc:
             raise TasksError(f"the scenario file {written!r}: {exc}") from None
-    known = ", ".join(s.name for s in found) or "none"
-    raise TasksError(f"{domain.name} has no scenario {written!r} (it has: {known})")
+    from agentworld_tui.agents.env.environment import scenario_named
+
+    scenario_named(domain, written)  # raises EnvError: no such name, and the names there are
+    return None
 
 
 def _world(written: Any, folder: Path | None) -> FictionalWorld | None:

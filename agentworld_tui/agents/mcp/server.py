@@ -40,6 +40,7 @@ from starlette.requests import Request
 from agentworld_tui.agents.mcp.http import (
     EmbeddedServer,
     Gate,
+    Guard,
     ListenError,
     address_of,
     bind,
@@ -148,16 +149,14 @@ class AgentServer:
         except ListenError as exc:
             raise ServerError(str(exc)) from None
         _route_library_logs()
-        security = (
-            None
-            if is_loopback(host)
-            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        )
+        # Host, Origin and the token are the shared guard's (agents.guard), for every address.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app = self._mcp(http=True).streamable_http_app(
             streamable_http_path=path, host=host, transport_security=security
         )
         self._closing = False
-        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(app, token, self._session_ended)))
+        guard = Guard(host, listening.getsockname()[1], token)
+        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(app, guard, self._session_ended)))
         self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[listening]))
         while not self._uvicorn.started:
             if self._serving.done():

@@ -1,0 +1,604 @@
+"""The world model in-process on llama.cpp's own server engine, through xllamacpp.
+
+One model serves many conversations at once: the server keeps ``slots`` sequences in one
+context and decodes them together (continuous batching), so a pool of environments, many
+MCP clients or a rollout's episodes share the model instead of queueing behind each
+other. Its prompt cache does what ``engines/llama.py`` does by hand: a request goes to the
+slot whose cache shares the most with its prompt, a hybrid model's recurrent state is
+checkpointed a few tokens before the end of every prompt (so the next turn, whose prompt
+goes on from there, reads only what is new), and a slot taken by another conversation
+first saves the one it held in host memory, to be restored when that conversation comes
+back.
+
+Prompts are rendered here, by ``engines.template`` (within its bounds), and sent as text
+to the completions endpoint, so both in-process engines give the model the same tokens.
+Stop is the stream's callback saying so; answer-now and the reasoning budget end the
+request and continue it with the reasoning closed, which the prompt cache reads from
+where the first one stopped.
+
+The server also listens on 127.0.0.1 (xllamacpp always starts its HTTP side): on a free
+port, behind an API key made for this process, used here only to count tokens.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentworld_tui.engines.base import (
+    AnswerDelta,
+    ContextOverflowError,
+    EngineError,
+    EngineEvent,
+    EngineInfo,
+    Finished,
+    GenerationControl,
+    GenerationParams,
+    GenerationStats,
+    Message,
+    ProgressCallback,
+    PromptProgress,
+    ReasoningDelta,
+    StopReason,
+)
+from agentworld_tui.engines.llama import CLOSE_REASONING, DEFAULT_N_CTX, check_gguf
+from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
+from agentworld_tui.world.splitter import ObservationSplitter
+
+log = logging.getLogger("agentworld.engine")
+
+ENGINE_NAME = "xllamacpp"
+DEFAULT_SLOTS = 4
+"""Slots when none are asked for and the front-end did not size them to the machine."""
+CHECKPOINTS_PER_SLOT = 8
+"""Recurrent-state checkpoints a slot keeps (a hybrid model's; each is the state's size)."""
+PROMPT_CACHE_MIB = 2048
+"""Host memory for the states of conversations whose slot another one took."""
+POLL_S = 0.05
+"""How often a stream waiting for the server looks at its control."""
+TOKENIZE_TIMEOUT_S = 30.0
+
+
+def model_metadata(path: Path) -> tuple[str | None, str, str, int]:
+    """The chat template, BOS and EOS texts and trained context from the GGUF header."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # a damaged header: llama.cpp says why when it loads
+        log.warning("cannot read the GGUF header of %s: %s", path, exc)
+        return None, "", "", 0
+
+    def value(name: str) -> Any:
+        found = reader.get_field(name)
+        return None if found is None else found.contents()
+
+    def token_text(key: str) -> str:
+        index = value(key)
+        tokens = reader.get_field("tokenizer.ggml.tokens")
+        if not isinstance(index, int) or tokens is None or not 0 <= index < len(tokens.data):
+            return ""
+        return bytes(tokens.parts[tokens.data[index]]).decode("utf-8", "replace")
+
+    arch = value("general.architecture")
+    trained = value(f"{arch}.context_length") if isinstance(arch, str) else None
+    template = value("tokenizer.chat_template")
+    return (
+        template if isinstance(template, str) else None,
+        token_text("tokenizer.ggml.bos_token_id"),
+        token_text("tokenizer.ggml.eos_token_id"),
+        int(trained) if isinstance(trained, int) else 0,
+    )
+
+
+class _SlotTable:
+    """Which conversation each slot holds, as far as this engine sent them.
+
+    A prompt that goes on from the history of a slot's last prompt (the next turn, a
+    retry) is sent to that slot (``id_slot``), where the server reads only what is new.
+    Any other (a new conversation, one coming back, a fork) is left to the server (-1):
+    it takes the least recently used slot, keeps the conversation there in its prompt
+    cache and restores the best one it has for this prompt. The table follows it by the
+    same rule; were it wrong, a prompt would only be read again, never answered wrong.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._lock = threading.Lock()
+        self._history = [""] * slots
+        self._busy = [False] * slots
+        self._used = [0.0] * slots
+        self._asked: dict[int, str] = {}
+
+    def take(self, prompt: str, history: str) -> tuple[int, int]:
+        """The slot to send ``prompt`` to (-1: the server's choice), and the slot that
+        will hold it (-1: unknown, all are busy)."""
+        with self._lock:
+            held = [
+                i
+                for i, h in enumerate(self._history)
+                if h and not self._busy[i] and prompt.startswith(h)
+            ]
+            if held:
+                slot = max(held, key=lambda i: len(self._history[i]))
+                chosen = slot
+            else:
+                idle = [i for i, busy in enumerate(self._busy) if not busy]
+                slot = -1
+                # The server's rule: the oldest use, the last slot of equals.
+                chosen = min(idle, key=lambda i: (self._used[i], -i)) if idle else -1
+            if chosen >= 0:
+                self._busy[chosen] = True
+                self._asked[chosen] = history
+            return slot, chosen
+
+    def give_back(self, chosen: int) -> None:
+        if chosen < 0:
+            return
+        with self._lock:
+            self._busy[chosen] = False
+            self._used[chosen] = time.monotonic()
+            self._history[chosen] = self._asked.pop(chosen, "")
+
+
+@dataclass
+class _Request:
+    """One completions request in flight: its chunks arrive on ``chunks``."""
+
+    body: dict[str, Any]
+    chunks: queue.SimpleQueue[dict[str, Any] | None] = field(default_factory=queue.SimpleQueue)
+    halt: bool = False
+    """Set to end the request at its next chunk (the callback's answer)."""
+    stop_at: int = 0
+    """Generated tokens after which the request ends (the reasoning budget); 0: none.
+    Checked here, on the thread that receives the chunks, so it is exact."""
+
+    def on_chunk(self, chunk: dict[str, Any]) -> bool:
+        self.chunks.put(chunk)
+        if self.stop_at:
+            timings = chunk.get("timings")
+            generated = timings.get("predicted_n", 0) if isinstance(timings, dict) else 0
+            if isinstance(generated, int) and generated >= self.stop_at:
+                self.halt = True
+        return self.halt
+
+
+@dataclass
+class _Progress:
+    """What the stream has seen of the server's counters so far."""
+
+    prompt_tokens: int = 0
+    evaluated: int = 0
+    generated: int = 0
+    finish: str = ""
+
+
+class XLlamaEngine:
+    """A GGUF model on xllamacpp's in-process server, with ``slots`` conversations at once."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 0,
+        gpu_layers: int = -1,
+        threads: int = 0,
+        slots: int = 0,
+        checkpoints: int = CHECKPOINTS_PER_SLOT,
+        prompt_cache_mib: int = PROMPT_CACHE_MIB,
+    ) -> None:
+        self.model_path = Path(model_path).expanduser()
+        self.requested_ctx = n_ctx
+        self.requested_gpu_layers = gpu_layers
+        self.threads = threads
+        self.slots = max(1, slots or DEFAULT_SLOTS)
+        self.checkpoints = checkpoints
+        self.prompt_cache_mib = prompt_cache_mib
+        self._server: Any = None
+        self._template: ChatTemplate | None = None
+        self._n_ctx = 0
+        self._address = ""
+        self._key = ""
+        self._gpu = False
+        self._lock = threading.Lock()
+        self._slots = _SlotTable(self.slots)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def loaded(self) -> bool:
+        return self._server is not None
+
+    @property
+    def info(self) -> EngineInfo:
+        where = f"{'GPU' if self._gpu else 'CPU'}, {self.slots} slots"
+        return EngineInfo(
+            self.model_path.name,
+            where,
+            self._n_ctx or self.requested_ctx,
+            parallel=self.slots,
+            engine=ENGINE_NAME,
+        )
+
+    @property
+    def supports_answer_now(self) -> bool:
+        """The engine closes the reasoning itself and has the model answer."""
+        return True
+
+    def load(self, progress: ProgressCallback | None = None) -> None:
+        say = progress or (lambda _msg: None)
+        check_gguf(self.model_path)
+        say("starting llama.cpp (xllamacpp)")
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise EngineError(
+                f"the xllamacpp engine is not installed ({exc}); pip install xllamacpp"
+            ) from exc
+        from agentworld_tui.engines.threads import physical_cores
+
+        template, bos, eos, trained = model_metadata(self.model_path)
+        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, trained or DEFAULT_N_CTX)
+        threads = self.threads or physical_cores()
+        key = secrets.token_urlsafe(32)
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.model_path)
+        params.n_parallel = self.slots
+        params.n_ctx = n_ctx * self.slots  # each slot holds one conversation's context
+        params.kv_unified = False
+        params.n_gpu_layers = self.requested_gpu_layers
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.n_ctx_checkpoints = self.checkpoints
+        params.cache_ram_mib = self.prompt_cache_mib
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0
+        params.api_keys = [key]
+        params.warmup = False
+        params.verbosity = 0  # the native log would go to the terminal the app draws on
+        # A request that goes on from no slot's conversation takes the least recently used
+        # slot, whose conversation the server first keeps in its prompt cache (and it
+        # restores this one's from there): never a slot by a shared system prompt alone.
+        params.slot_prompt_similarity = 0.0
+        say(f"loading {self.model_path.name}")
+        try:
+            server = xllamacpp.Server(params)
+        except RuntimeError as exc:
+            raise EngineError(
+                f"could not load {self.model_path.name} with xllamacpp: {exc} (the file may be "
+                "truncated, its context too large for this machine's memory, or its "
+                "architecture newer than this build)"
+            ) from exc
+        self._template = ChatTemplate(template, bos_token=bos, eos_token=eos)
+        self._gpu = self.requested_gpu_layers != 0 and _offloads(xllamacpp)
+        self._server = server
+        self._slots = _SlotTable(self.slots)
+        self._address = str(server.listening_address)
+        self._key = key
+        self._n_ctx = n_ctx
+        log.info(
+            "loaded %s with xllamacpp %s: n_ctx=%d per slot, slots=%d, threads=%d",
+            self.model_path,
+            getattr(xllamacpp, "__version__", "?"),
+            n_ctx,
+            self.slots,
+            threads,
+        )
+        say("ready")
+
+    def unload(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+        del server  # its destructor stops the server's loop and frees the model
+
+    # -- tokens -------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        if self._server is None:
+            return max(1, len(text) // 3)
+        return len(self.tokenize(text))
+
+    def tokenize(self, text: str) -> list[int]:
+        """The model's tokens for ``text`` (special tokens parsed, no BOS added)."""
+        reply = self._call("/tokenize", {"content": text, "add_special": False})
+        tokens = reply.get("tokens")
+        if not isinstance(tokens, list):
+            raise EngineError("the xllamacpp server did not tokenize the text")
+        return [int(t) for t in tokens]
+
+    def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST to the server's own HTTP side on 127.0.0.1 (never through a proxy)."""
+        where = urlsplit(self._address)
+        connection = http.client.HTTPConnection(
+            where.hostname or "127.0.0.1", where.port, timeout=TOKENIZE_TIMEOUT_S
+        )
+        try:
+            connection.request(
+                "POST",
+                path,
+                body=json.dumps(body),
+                headers={
+                    "Authorization": f"Bearer {self._key}",
+                    "Content-Type": "application/json",
+                },
+            )
+            response = connection.getresponse()
+            data = response.read()
+        except OSError as exc:
+            raise EngineError(f"the xllamacpp server did not answer: {exc}") from exc
+        finally:
+            connection.close()
+        try:
+            reply = json.loads(data)
+        except ValueError as exc:
+            raise EngineError("the xllamacpp server answered with something not JSON") from exc
+        if response.status != 200 or not isinstance(reply, dict):
+            raise EngineError(f"the xllamacpp server refused {path} ({response.status})")
+        return reply
+
+    def render(
+        self,
+        messages: list[Message],
+        params: GenerationParams,
+        control: GenerationControl | None = None,
+        *,
+        generation_prompt: bool = True,
+    ) -> str:
+        """The prompt; without ``generation_prompt``, its history part."""
+        assert self._template is not None
+        return self._template.render(
+            messages,
+            add_generation_prompt=generation_prompt,
+            enable_thinking=params.enable_thinking,
+            control=control,
+        )
+
+    # -- generation ---------------------------------------------------------------------
+    def stream(
+        self, messages: list[Message], params: GenerationParams, control: GenerationControl
+    ) -> Iterator[EngineEvent]:
+        server = self._server
+        if server is None:
+            raise EngineError("no model is loaded")
+        started = time.perf_counter()
+        try:
+            prompt = self.render(messages, params, control)
+            history = self.render(messages, params, control, generation_prompt=False)
+        except RenderCancelled:
+            yield _ended(started, "cancelled", self._n_ctx)
+            return
+        slot, holder = self._slots.take(prompt, history)
+        try:
+            yield from self._stream(server, prompt, slot, params, control, started)
+        finally:
+            self._slots.give_back(holder)
+
+    def _stream(
+        self,
+        server: Any,
+        prompt: str,
+        slot: int,
+        params: GenerationParams,
+        control: GenerationControl,
+        started: float,
+    ) -> Iterator[EngineEvent]:
+        splitter = ObservationSplitter(
+            starts_in_reasoning=params.enable_thinking and opens_reasoning(prompt)
+        )
+        seen = _Progress()
+        reasoning_tokens = 0
+        first_token_at: float | None = None
+        stop: StopReason = "max_tokens"
+        text = prompt
+        first = True
+        while True:
+            left = params.max_tokens - seen.generated
+            request = _Request(self._body(text, params, left, slot))
+            if splitter.in_reasoning and params.reasoning_budget:
+                request.stop_at = max(1, params.reasoning_budget - seen.generated)
+            runner = threading.Thread(
+                target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
+            )
+            runner.start()
+            part = _Progress()
+            try:
+                for chunk in self._chunks(request, control):
+                    error = chunk.get("error")
+                    if error is not None:
+                        raise _failure(error)
+                    progress = chunk.get("prompt_progress")
+                    if first and isinstance(progress, dict):
+                        yield _prompt_progress(progress)
+                    _read_counters(chunk, part)
+                    piece = _text(chunk)
+                    if piece:
+                        if first_token_at is None:
+                            first_token_at = time.perf_counter()
+                        if splitter.in_reasoning:
+                            reasoning_tokens = seen.generated + part.generated
+                        text += piece
+                        yield from _events(
+                            splitter, piece, seen.generated + part.generated, reasoning_tokens
+                        )
+                    if not splitter.in_reasoning:
+                        request.stop_at = 0
+                    elif control.take_answer_request():
+                        # It ends at its next chunk; what it generated until then is read
+                        # on, so the text sent next is what the slot's cache holds.
+                        request.halt = True
+            finally:
+                request.halt = True
+            if part.finish == "stop" and part.generated:
+                part.generated -= 1  # the server counts the end-of-generation token too
+            if first:
+                seen.prompt_tokens, seen.evaluated = part.prompt_tokens, part.evaluated
+                first = False
+            seen.generated += part.generated
+            if control.cancelled:  # the request ends at its next chunk, unwaited for
+                stop = "cancelled"
+                break
+            runner.join()
+            if part.finish or seen.generated >= params.max_tokens:
+                stop = "max_tokens" if part.finish != "stop" else "eos"
+                break
+            # Halted for answer-now or the reasoning budget: go on with the reasoning
+            # closed (or as it was, when the model closed it itself meanwhile).
+            if splitter.in_reasoning:
+                text += CLOSE_REASONING
+                yield from _events(splitter, CLOSE_REASONING, seen.generated, reasoning_tokens)
+        split, reasoning_delta, answer_delta, reset = splitter.finish()
+        if reasoning_delta:
+            yield ReasoningDelta(reasoning_delta, seen.generated, reasoning_tokens)
+        if answer_delta or reset:
+            yield AnswerDelta(answer_delta, seen.generated, reset)
+        stats = GenerationStats(
+            prompt_tokens=seen.prompt_tokens,
+            evaluated_prompt_tokens=seen.evaluated,
+            generated_tokens=seen.generated,
+            reasoning_tokens=reasoning_tokens,
+            time_to_first_token=(first_token_at or time.perf_counter()) - started,
+            tokens_per_second=_rate(seen.generated, first_token_at),
+            elapsed=time.perf_counter() - started,
+            stop_reason=stop,
+            n_ctx=self._n_ctx,
+        )
+        yield Finished(
+            split.reasoning,
+            split.observation,
+            split.closed_reasoning,
+            stats,
+            raw=splitter.raw,
+            extraction=split.extraction,
+        )
+
+    def _body(
+        self, prompt: str, params: GenerationParams, max_tokens: int, slot: int
+    ) -> dict[str, Any]:
+        """The completions request: the same sampling chain as ``engines/llama.py``."""
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "id_slot": slot,
+            "stream": True,
+            "max_tokens": max_tokens,
+            "cache_prompt": True,
+            "return_progress": True,
+            "timings_per_token": True,
+            "temperature": max(0.0, params.temperature),
+            "top_p": params.top_p,
+            "top_k": max(0, params.top_k),
+            "min_p": 0.0,
+            "repeat_penalty": 1.0,
+            "samplers": ["top_k", "top_p", "temperature"],
+        }
+        if params.seed >= 0:
+            body["seed"] = params.seed
+        return body
+
+    @staticmethod
+    def _run(server: Any, request: _Request) -> None:
+        """Send the request; its chunks go to its queue, then None."""
+        try:
+            server.handle_completions(request.body, request.on_chunk)
+        except Exception as exc:  # reported to the stream, never lost on this thread
+            log.exception("xllamacpp request failed")
+            request.chunks.put({"error": {"message": str(exc), "type": "server_error"}})
+        finally:
+            request.chunks.put(None)
+
+    @staticmethod
+    def _chunks(request: _Request, control: GenerationControl) -> Iterator[dict[str, Any]]:
+        """The request's chunks until it ends or the control cancels it.
+
+        A cancelled request is told to stop at its next chunk; the stream does not wait
+        for it (a request still queued for a slot has none yet).
+        """
+        while not control.cancelled:
+            try:
+                chunk = request.chunks.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if chunk is None:
+                return
+            yield chunk
+        request.halt = True
+
+
+def _offloads(xllamacpp: Any) -> bool:
+    try:
+        devices = xllamacpp.get_device_info()
+    except Exception:
+        return False
+    return any("cpu" not in str(d.get("name", "")).lower() for d in devices)
+
+
+def _text(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    text = choices[0].get("text")
+    return text if isinstance(text, str) else ""
+
+
+def _read_counters(chunk: dict[str, Any], progress: _Progress) -> None:
+    """The server's own counters: tokens read and reused, tokens generated, why it ended."""
+    timings = chunk.get("timings")
+    if isinstance(timings, dict):
+        progress.evaluated = int(timings.get("prompt_n", progress.evaluated) or 0)
+        progress.generated = int(timings.get("predicted_n", progress.generated) or 0)
+        cached = int(timings.get("cache_n", 0) or 0)
+        progress.prompt_tokens = max(progress.prompt_tokens, cached + progress.evaluated)
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        progress.prompt_tokens = int(usage.get("prompt_tokens", progress.prompt_tokens) or 0)
+        progress.generated = int(usage.get("completion_tokens", progress.generated) or 0)
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        reason = choices[0].get("finish_reason")
+        if isinstance(reason, str):
+            progress.finish = reason
+
+
+def _prompt_progress(progress: dict[str, Any]) -> PromptProgress:
+    cached = int(progress.get("cache", 0) or 0)
+    total = int(progress.get("total", 0) or 0)
+    done = int(progress.get("processed", 0) or 0)
+    return PromptProgress(max(0, done - cached), max(0, total - cached))
+
+
+def _failure(error: object) -> EngineError:
+    """The server's error as the engine's: a prompt too long for the context is its own."""
+    if not isinstance(error, dict):
+        return EngineError(f"the xllamacpp server failed: {error}")
+    message = str(error.get("message", "")) or "no message"
+    if error.get("type") == "exceed_context_size_error":
+        return ContextOverflowError(message)
+    return EngineError(f"the xllamacpp server failed: {message}")
+
+
+def _events(
+    splitter: ObservationSplitter, text: str, generated: int, reasoning_tokens: int
+) -> Iterator[EngineEvent]:
+    reasoning, answer, reset = splitter.feed(text)
+    if reasoning:
+        yield ReasoningDelta(reasoning, generated, reasoning_tokens)
+    if answer or reset:
+        yield AnswerDelta(answer, generated, reset)
+
+
+def _ended(started: float, stop: StopReason, n_ctx: int) -> Finished:
+    stats = GenerationStats(elapsed=time.perf_counter() - started, stop_reason=stop, n_ctx=n_ctx)
+    return Finished("", "", False, stats)
+
+
+def _rate(generated: int, first_token_at: float | None) -> float:
+    if first_token_at is None or generated < 2:
+        return 0.0
+    elapsed = time.perf_counter() - first_token_at
+    return (generated - 1) / elapsed if elapsed > 0 else 0.0

@@ -1,0 +1,80 @@
+"""No history read twice on the xllamacpp engine (issue 43, item 2).
+
+The server's prompt cache does the work here: each request goes to the slot whose cache
+shares most with it, a hybrid model's recurrent state is checkpointed a few tokens before
+the end of every prompt, and a slot given to another conversation keeps the one it held
+in host memory. These tests play the app's own sessions (``Session`` and ``run_turn``)
+on a transformer (qwen2) and on the miniature of the real model's architecture
+(qwen35moe), and read what each turn cost from the server's own counters.
+
+A fork's first turn is not among them: the server keeps no state at the point where a
+branch leaves its history, so the first turn of a new branch reads its prompt again
+(the in-process llama-cpp-python engine keeps one; tests/test_conversation_states.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ggufgen import write_qwen35moe_model, write_scripted_model
+from test_conversation_states import ratio
+from test_engine_llama import OBSERVATION, SCRIPT
+from test_hybrid_checkpoints import Player
+
+TARGET = 1.1
+TURNS = 10
+KINDS = ["qwen2", "qwen35moe"]
+
+
+@pytest.fixture(params=KINDS)
+def model_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    path = tmp_path / f"{request.param}.gguf"
+    if request.param == "qwen2":
+        return write_scripted_model(path, SCRIPT)
+    return write_qwen35moe_model(path, SCRIPT)
+
+
+def test_each_turn_reads_only_what_is_new(model_path, xllama_engine) -> None:
+    engine = xllama_engine(model_path, n_ctx=8192)
+    player = Player(engine)
+    ratios = []
+    for n in range(TURNS):
+        done = player.action(f"cat notes-{n}.txt")
+        assert done.observation == OBSERVATION
+        if n == 0:
+            assert done.stats.evaluated_prompt_tokens == done.stats.prompt_tokens
+            continue
+        ratios.append(ratio(player))
+        assert len(player.prompts[-1]) / player.new_tokens() > 1.5 or n == 1
+    print(f"\n{model_path.stem}: evaluated/new per turn 2..{TURNS}", [f"{r:.3f}" for r in ratios])
+    assert max(ratios) <= TARGET, ratios
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_turn_after_a_switch_reads_only_what_is_new(model_path, xllama_engine, slots) -> None:
+    """Two conversations in turn: with a slot each, or both on one slot (the server then
+    keeps the one it leaves in host memory and restores it when it comes back)."""
+    engine = xllama_engine(model_path, n_ctx=8192, slots=slots)
+    first, second = Player(engine), Player(engine)
+    ratios = []
+    for n in range(4):
+        for player, action in ((first, f"cat notes-{n}.txt"), (second, f"ls -la folder-{n}")):
+            done = player.action(action)
+            assert done.observation == OBSERVATION
+            if n:
+                ratios.append(ratio(player))
+    print(f"\n{model_path.stem}, {slots} slots: evaluated/new after each switch", ratios)
+    assert max(ratios) <= TARGET, ratios
+
+
+def test_a_retry_reads_at_most_the_generation_prompt(model_path, xllama_engine) -> None:
+    engine = xllama_engine(model_path, n_ctx=8192)
+    player = Player(engine)
+    for n in range(3):
+        player.action(f"cat notes-{n}.txt")
+    done = player.play(player.session.regenerate())
+    assert done.observation == OBSERVATION
+    evaluated = done.stats.evaluated_prompt_tokens
+    print(f"\n{model_path.stem}: retry evaluated {evaluated}, gen {player.generation_prompt()}")
+    assert 1 <= evaluated <= player.generation_prompt()
