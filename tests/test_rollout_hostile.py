@@ -351,16 +351,16 @@ def test_a_world_model_that_never_closes_its_reasoning_points_at_the_thinking_sw
     )
     with (
         FaultServer(default=Reply(content=["root@box:/app# ls\nindex.html\n"])) as world,
-        PolicyServer([LS, Say("Done.")]) as policy,
+        PolicyServer([LS, LS, Say("Done.")]) as policy,
     ):
         code = main(rollout(tasks, tmp_path / "run", world.url, policy.url))
     err = capsys.readouterr().err
     assert code == 0, err
     assert "no answer: the model stopped while reasoning (end of text)" in err
-    assert "hint: the world model ended without closing its reasoning" in err
-    assert "warning: 1 step gave no answer:" in err and "--no-thinking" in err
+    assert err.count("hint: the world model ended without closing its reasoning") == 1
+    assert "warning: 2 steps gave no answer:" in err and "--no-thinking" in err
     (record,) = records(tmp_path / "run")
-    assert "--no-thinking" in record["steps"][0]["hint"]
+    assert all("--no-thinking" in step["hint"] for step in record["steps"])
 
 
 def test_no_lock_file_is_left_in_the_run_s_folder(world_model, tmp_path: Path) -> None:

@@ -154,7 +154,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             judge_steps=bool(args.judge or judge_engine is not None),
         ),
         on_episode=_said,
-        on_step=_stepped,
+        on_step=_step_teller(),
     )
     wanted = len(rollout.episodes())
     _say(f"{len(found.tasks)} tasks, {wanted} episodes; the run is in {out}")
@@ -237,8 +237,17 @@ def _said(record: dict[str, Any]) -> None:
     _say(f"{_key(str(record.get('key')))}: {end} after {taken}{why}")
 
 
-def _stepped(step: dict[str, Any]) -> None:
-    """One line per tool call as it ends, so a long run is never silent."""
+def _step_teller() -> Callable[[dict[str, Any]], None]:
+    """One line per tool call as it ends, so a long run is never silent; each hint once."""
+    hinted: set[str] = set()
+
+    def tell(step: dict[str, Any]) -> None:
+        _stepped(step, hinted)
+
+    return tell
+
+
+def _stepped(step: dict[str, Any], hinted: set[str]) -> None:
     head = f"{_key(str(step.get('key')))} step {step.get('step')}: "
     head += _key(str(step.get("tool", "")), 40)
     if step.get("refused"):
@@ -252,8 +261,10 @@ def _stepped(step: dict[str, Any]) -> None:
     if step.get("note"):
         line += f": {_bounded(str(step['note']), 160)}"
     _say(line)
-    if step.get("hint"):
-        _say(f"hint: {step['hint']}")
+    hint = str(step.get("hint", ""))
+    if hint and hint not in hinted:
+        hinted.add(hint)
+        _say(f"hint: {hint}")
 
 
 def _key(key: str, limit: int = 80) -> str:
