@@ -17,6 +17,7 @@ from agentworld_tui.reality.sandbox import (
     Sandbox,
     SandboxError,
     SandboxOptions,
+    clear_probes,
     probe_backends,
 )
 from agentworld_tui.reality.twin import Twin, TwinRunner
@@ -40,6 +41,7 @@ __all__ = [
     "Twin",
     "TwinRunner",
     "TwinStatus",
+    "clear_probes",
     "divergence",
     "episode_figures",
     "has_twin",

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 THRESHOLD = 0.05
 """A step diverged when more than a twentieth of its (masked) content differs: one wrong
-line of a twenty-line screen is about that much."""
+line of a ten-line screen is over it, one of a forty-line screen is not."""
 
 _COMMON = (
     ("UUID", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),

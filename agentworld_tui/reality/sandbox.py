@@ -60,6 +60,8 @@ START_SECONDS = 20.0
 """How long a sandbox may take to come up."""
 KILL_GRACE = 5.0
 """Seconds past a command's own limit before the host side gives up on it."""
+CLOSE_SECONDS = 60.0
+"""How long a second caller of ``close`` waits for the first to finish."""
 MAX_OUTPUT = 1_000_000
 """Bytes of a command's output kept (its start and its end); the rest is counted, not kept."""
 MAX_PROCESSES = 4096
@@ -192,6 +194,7 @@ class Sandbox:
         self._started: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._gone = threading.Event()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -224,6 +227,12 @@ class Sandbox:
         parent = options.scratch_parent
         scratch = Path(tempfile.mkdtemp(prefix="agentworld-twin-", dir=parent))
         box = cls(options, backend, scratch)
+        if box.drops_root and not _reachable_by_others(scratch.parent):
+            box.close()
+            raise SandboxError(
+                f"the sandbox user cannot reach {scratch.parent}: every folder above the "
+                "scratch folder must be open to others (o+x)"
+            )
         try:
             for name in ("work", "tmp", "home", "run", "root"):
                 (scratch / name).mkdir(mode=0o755)
@@ -249,7 +258,7 @@ class Sandbox:
         engine = self.backend
         self._container = f"agentworld-twin-{os.getpid()}-{next(_names)}-{self.scratch.name[-8:]}"
         argv = [
-            engine, "run", "-d", "--rm", "--init", "--name", self._container,
+            _tool(engine), "run", "-d", "--rm", "--init", "--name", self._container,
             "--hostname", self.options.hostname, "--read-only",
             "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--pids-limit", str(MAX_PROCESSES),
@@ -294,6 +303,7 @@ class Sandbox:
         if anchor is None:
             raise SandboxError(f"{self.backend} could not start: {self._anchor_error}")
         self._target = self._await_target(anchor)
+        self._await_ready(anchor)
 
     def _spawn_anchor(self) -> subprocess.Popen[bytes]:
         info_r, info_w = os.pipe()
@@ -398,6 +408,30 @@ class Sandbox:
         )
         raise SandboxError(f"{self.backend} could not start: {_one_line(reason)}")
 
+    def _await_ready(self, anchor: subprocess.Popen[bytes]) -> None:
+        """Wait until a command can run inside: bubblewrap reports its namespaces before it
+        has built the sandbox's root in them."""
+        deadline = time.monotonic() + START_SECONDS
+        last = ""
+        while time.monotonic() < deadline and anchor.poll() is None:
+            try:
+                done = subprocess.run(
+                    self.inside(["true"]),
+                    capture_output=True,
+                    timeout=START_SECONDS,
+                    env={"PATH": INSIDE_PATH, "LANG": "C.UTF-8"},
+                    cwd=self.scratch,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                last = str(exc)
+            else:
+                if done.returncode == 0:
+                    return
+                last = done.stderr.decode("utf-8", "replace")
+            time.sleep(0.01)
+        raise SandboxError(f"{self.backend} could not start: {_one_line(last) or 'it ended'}")
+
     # -- running -------------------------------------------------------------------------
 
     def inside(
@@ -416,7 +450,7 @@ class Sandbox:
         where = cwd or self.workdir
         if self.backend == "host":
             return [
-                "env",
+                _tool("env"),
                 "-i",
                 f"--chdir={where}",
                 *(f"{k}={v}" for k, v in values.items()),
@@ -424,16 +458,16 @@ class Sandbox:
             ]
         if self.backend in ("podman", "docker"):
             flags = [item for k, v in values.items() for item in ("-e", f"{k}={v}")]
-            return [self.backend, "exec", "-i", "-w", where, *flags, self._container, *argv]
+            return [_tool(self.backend), "exec", "-i", "-w", where, *flags, self._container, *argv]
         enter = [
-            "nsenter", f"--target={self._target}", "--user", "--mount", "--pid", "--uts", "--ipc",
+            _tool("nsenter"), f"--target={self._target}", "--user", "--mount", "--pid", "--uts", "--ipc",
             *([] if self.options.network else ["--net"]),
             "--root", "--setuid=0", "--setgid=0", "--",
-            "setpriv", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--",
-            "env", "-i", f"--chdir={where}", *(f"{k}={v}" for k, v in values.items()), *argv,
+            _tool("setpriv"), "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--",
+            _tool("env"), "-i", f"--chdir={where}", *(f"{k}={v}" for k, v in values.items()), *argv,
         ]  # fmt: skip
         if self.drops_root:
-            enter = ["prlimit", f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *enter]
+            enter = [_tool("prlimit"), f"--nproc={MAX_PROCESSES}:{MAX_PROCESSES}", "--", *enter]
         return enter
 
     def popen(
@@ -519,12 +553,12 @@ class Sandbox:
         if self.backend in ("podman", "docker"):
             try:
                 done = subprocess.run(
-                    [self.backend, "inspect", "-f", "{{.State.Running}}", self._container],
+                    [_tool(self.backend), "inspect", "-f", "{{.State.Running}}", self._container],
                     capture_output=True,
                     timeout=10,
                     check=False,
                 )
-            except (OSError, subprocess.TimeoutExpired):
+            except (OSError, subprocess.TimeoutExpired, SandboxError):
                 return False
             return done.stdout.strip() == b"true"
         return True
@@ -543,9 +577,20 @@ class Sandbox:
         """Stop everything that runs in the sandbox and remove the scratch folder."""
         with self._lock:
             if self._closed:
-                return
-            self._closed = True
-            started, self._started = self._started, []
+                closing = True
+            else:
+                closing = False
+                self._closed = True
+                started, self._started = self._started, []
+        if closing:
+            self._gone.wait(CLOSE_SECONDS)  # closed by another thread: wait for its end
+            return
+        try:
+            self._close(started)
+        finally:
+            self._gone.set()
+
+    def _close(self, started: list[subprocess.Popen[bytes]]) -> None:
         if self._target:
             with contextlib.suppress(OSError):
                 os.kill(self._target, signal.SIGKILL)
@@ -554,9 +599,9 @@ class Sandbox:
                 self._anchor.wait(KILL_GRACE)  # it reaps the first process, then ends
             _kill(self._anchor)
         if self._container:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired, SandboxError):
                 subprocess.run(
-                    [self.backend, "rm", "-f", "-t", "0", self._container],
+                    [_tool(self.backend), "rm", "-f", "-t", "0", self._container],
                     capture_output=True,
                     timeout=60,
                     check=False,
@@ -582,6 +627,14 @@ def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
         process.stdin.close()
 
 
+def _tool(name: str) -> str:
+    """A host program, by the user's PATH (then the usual system folders)."""
+    found = shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + INSIDE_PATH)
+    if found is None:
+        raise SandboxError(f"{name} is not installed")
+    return found
+
+
 def _interpreter() -> str:
     """A Python for the unshare backend's first process: the system's, which the sandbox
     user can run, before this one (which may live in a folder only its owner reads)."""
@@ -589,6 +642,16 @@ def _interpreter() -> str:
         if os.access(candidate, os.X_OK):
             return candidate
     return os.path.realpath(sys.executable)
+
+
+def _reachable_by_others(folder: Path) -> bool:
+    for part in [folder, *folder.parents]:
+        try:
+            if not os.stat(part).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def _exists(pid: int) -> bool:
@@ -674,15 +737,20 @@ def probe(backend: Backend, *, network: bool = False, image: str | None = None) 
 def _probe(backend: Backend, *, network: bool, image: str | None) -> BackendProbe:
     if backend == "host":
         return BackendProbe(backend, True, "")
-    needs = {"bwrap": ["bwrap", "nsenter", "setpriv"], "unshare": ["unshare", "nsenter", "setpriv"]}
+    needs = {
+        "bwrap": ["bwrap", "nsenter", "setpriv", "prlimit", "env"],
+        "unshare": ["unshare", "nsenter", "setpriv", "prlimit", "env", "pivot_root"],
+    }
     for tool in needs.get(backend, [backend]):
-        if shutil.which(tool, path=INSIDE_PATH + os.pathsep + os.environ.get("PATH", "")) is None:
+        if shutil.which(tool, path=os.environ.get("PATH", "")) is None:
             return BackendProbe(backend, False, f"{tool} is not installed")
     if backend in ("podman", "docker"):
         if not image:
             return BackendProbe(backend, False, "no container image was named")
         try:
-            info = subprocess.run([backend, "info"], capture_output=True, timeout=30, check=False)
+            info = subprocess.run(
+                [_tool(backend), "info"], capture_output=True, timeout=30, check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return BackendProbe(
                 backend, False, f"its engine does not answer: {_one_line(str(exc))}"
@@ -716,6 +784,12 @@ def _probe(backend: Backend, *, network: bool, image: str | None) -> BackendProb
         return BackendProbe(backend, False, _one_line(str(exc)))
     finally:
         box.close()
+
+
+def clear_probes() -> None:
+    """Forget what was probed (after installing a backend, or changing PATH)."""
+    with _probe_lock:
+        _probed.clear()
 
 
 def probe_backends(*, network: bool = False, image: str | None = None) -> list[BackendProbe]:

@@ -83,6 +83,7 @@ class SweTwin:
         problem = self._start_shell()
         if problem:
             self._dead = f"the twin did not start: {problem}"
+            self.sandbox.close()
             return failed(TwinStatus.CRASHED, self._dead, elapsed=time.monotonic() - began)
         return RealObservation("", elapsed=time.monotonic() - began)
 

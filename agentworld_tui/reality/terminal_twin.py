@@ -95,6 +95,7 @@ class TerminalTwin:
         )  # fmt: skip
         if made.exit_code != 0:
             self._dead = f"the twin did not start: tmux: {_first_line(made.output) or 'no answer'}"
+            self.sandbox.close()
             return failed(TwinStatus.CRASHED, self._dead, elapsed=time.monotonic() - began)
         screen = ""
         deadline = time.monotonic() + READY_SECONDS
