@@ -173,3 +173,23 @@ def test_run_figures_sum_the_episodes() -> None:
     assert (run.episodes, run.checked, run.passed, run.deceived) == (3, 2, 1, 1)
     assert run.diverged_share == pytest.approx(3 / 6)
     assert run.first_divergence_median == 1.5
+
+
+def test_the_benchmark_runs_and_prints_every_size() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "divergence.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows[::4]] == [
+        ("text", "close"),
+        ("text", "volatile"),
+        ("json", "close"),
+        ("json", "volatile"),
+    ]
+    assert len(rows) == 16
