@@ -175,3 +175,29 @@ def test_only_the_calls_made_reach_the_server(folder: Path) -> None:
 def test_an_mcp_twin_runs_no_check() -> None:
     verdict = McpTwin(url="http://127.0.0.1:9/mcp").check("true")
     assert (verdict.passed, verdict.status) == (False, TwinStatus.ERROR)
+
+
+def test_killing_the_twin_mid_call_ends_the_call_and_the_server(folder: Path) -> None:
+    twin = McpTwin(command=[sys.executable, SERVER, "stdio", str(folder)], call_timeout=50)
+    runner = TwinRunner(twin)
+    assert runner.start().ok
+
+    def server() -> list[str]:
+        found = subprocess.run(
+            ["pgrep", "-f", f"twinserver.py stdio {folder}"], capture_output=True, text=True
+        )
+        return found.stdout.split()
+
+    pending = runner.submit_act(call("slow", seconds=40))
+    time.sleep(1)
+    assert len(server()) == 1
+    began = time.monotonic()
+    twin.kill()
+    seen = pending.result(20)
+    assert time.monotonic() - began < 15
+    assert seen.status is TwinStatus.CRASHED
+    deadline = time.monotonic() + 10
+    while server() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server() == []
+    runner.close()

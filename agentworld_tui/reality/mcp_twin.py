@@ -242,8 +242,12 @@ class McpTwin:
         return f" (its last words: {' '.join(text.split())})" if text else ""
 
     def _stop_portal(self) -> None:
+        """End the event loop, cancelling whatever still runs on it (a call in flight)."""
         cm, self._portal_cm = self._portal_cm, None
-        self._portal = None
+        portal, self._portal = self._portal, None
+        if portal is not None:
+            with contextlib.suppress(Exception):
+                portal.call(portal.stop, True)
         if cm is not None:
             with contextlib.suppress(Exception):
                 cm.__exit__(None, None, None)

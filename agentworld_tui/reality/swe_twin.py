@@ -77,7 +77,7 @@ class SweTwin:
         began = time.monotonic()
         try:
             self.sandbox = Sandbox.open(self.options)
-        except SandboxError as exc:
+        except (SandboxError, OSError) as exc:
             self._dead = f"the twin did not start: {exc}"
             return failed(TwinStatus.CRASHED, self._dead, elapsed=time.monotonic() - began)
         problem = self._start_shell()

@@ -23,6 +23,7 @@ from agentworld_tui.reality.observation import (
     failed,
 )
 from agentworld_tui.reality.sandbox import (
+    KILL_GRACE,
     CommandResult,
     Sandbox,
     SandboxError,
@@ -84,7 +85,7 @@ class TerminalTwin:
         began = time.monotonic()
         try:
             self.sandbox = Sandbox.open(self.options)
-        except SandboxError as exc:
+        except (SandboxError, OSError) as exc:
             self._dead = f"the twin did not start: {exc}"
             return failed(TwinStatus.CRASHED, self._dead, elapsed=time.monotonic() - began)
         made = self._tmux(
@@ -112,7 +113,7 @@ class TerminalTwin:
     def time_limit(self, action: Action) -> float:
         entries = action.payload if isinstance(action.payload, list) else []
         waits = sum(float(e.get("duration", 0)) for e in entries if isinstance(e, dict))
-        return min(waits, self.max_wait) + TMUX_SECONDS * (len(entries) + 1)
+        return min(waits, self.max_wait) + (TMUX_SECONDS + KILL_GRACE) * (2 * len(entries) + 1)
 
     def act(self, action: Action) -> RealObservation:
         began = time.monotonic()
