@@ -14,6 +14,7 @@ import pytest
 from realitykit import NAMESPACE_BACKENDS, backend_or_skip, host_listener, leaves_nothing
 
 from agentworld_tui.reality.sandbox import (
+    SANDBOX_UID,
     BoundedOutput,
     Sandbox,
     SandboxError,
@@ -99,14 +100,18 @@ def test_the_host_s_own_folders_are_not_there(box: Sandbox, tmp_path: Path) -> N
 
 
 def test_the_root_inside_has_no_capability_and_sees_only_its_own_processes(box: Sandbox) -> None:
-    done = box.run(
-        ["sh", "-c", "id -u; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'"],
-        timeout=20,
+    script = (
+        "id -u; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'; cat /proc/self/uid_map"
     )
-    uid, caps, processes = done.output.split("\n")[:3]
+    done = box.run(["sh", "-c", script], timeout=20)
+    uid, caps, processes, uid_map = done.output.split("\n")[:4]
     assert uid == "0"
     assert caps.split()[1] == "0000000000000000"
     assert int(processes) < 10
+    inside, outside, _ = uid_map.split()
+    assert inside == "0"
+    # the root inside is this user outside or, when this user is root, an unprivileged one
+    assert int(outside) == (SANDBOX_UID if os.geteuid() == 0 else os.geteuid())
 
 
 @pytest.mark.parametrize("backend", NAMESPACE_BACKENDS)
