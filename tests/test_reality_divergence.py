@@ -193,3 +193,16 @@ def test_the_benchmark_runs_and_prints_every_size() -> None:
         ("json", "volatile"),
     ]
     assert len(rows) == 16
+
+
+def test_a_step_reality_did_not_answer_is_not_compared() -> None:
+    from agentworld_tui.reality import RealObservation, TwinStatus, step_divergence
+
+    answered = step_divergence("x", RealObservation("x"), "terminal")
+    assert answered is not None and answered.score == 0.0
+    assert step_divergence("x", RealObservation("", status=TwinStatus.TIMEOUT), "terminal") is None
+    # a tool's own error is reality's answer: compared
+    assert (
+        step_divergence("no such note", RealObservation("no such note", tool_error=True), "mcp")
+        is not None
+    )

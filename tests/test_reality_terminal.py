@@ -160,3 +160,48 @@ def test_killing_the_twin_mid_action_ends_the_action_and_every_process(seed: Pat
 def test_keystrokes_ending_in_a_semicolon_keep_it(twin: TerminalTwin) -> None:
     seen = twin.act(keys('[{"keystrokes": "echo a;", "duration": 0.2}]'))
     assert seen.text.splitlines()[-1].endswith("# echo a;")
+
+
+HOLDER = """
+import sys, time
+from agentworld_tui.reality.sandbox import SandboxOptions
+from agentworld_tui.reality.terminal_twin import TerminalTwin
+from agentworld_tui.domains.terminal import TerminalDomain
+from agentworld_tui.world.domain import Scenario
+twin = TerminalTwin(SandboxOptions(backend=sys.argv[1]))
+assert twin.start().ok
+twin.act(TerminalDomain().parse_action("sleep 1000 &", Scenario("t", "t")))
+print(twin.sandbox.scratch, twin.sandbox.namespace(), flush=True)
+twin.act(TerminalDomain().parse_action('[{"keystrokes": "", "duration": 300}]', Scenario("t", "t")))
+"""
+
+
+def test_kill_9_mid_action_leaves_no_process_and_the_next_start_sweeps_the_folder(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from agentworld_tui.reality.sandbox import Sandbox
+
+    backend = any_backend()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, backend],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert holder.stdout is not None
+    scratch, namespace = holder.stdout.readline().split()
+    assert living_in(namespace)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(10)
+    deadline = time.monotonic() + 10
+    while living_in(namespace) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert living_in(namespace) == []
+    assert Path(scratch).exists()  # nobody was left to remove it
+    Sandbox.open(SandboxOptions(backend=backend)).close()  # type: ignore[arg-type]
+    assert not Path(scratch).exists()  # the next sandbox swept it

@@ -10,7 +10,13 @@ an episode.
 from __future__ import annotations
 
 from agentworld_tui.reality.divergence import THRESHOLD, Divergence, divergence, mask
-from agentworld_tui.reality.figures import EpisodeFigures, RunFigures, episode_figures, run_figures
+from agentworld_tui.reality.figures import (
+    EpisodeFigures,
+    RunFigures,
+    episode_figures,
+    run_figures,
+    step_divergence,
+)
 from agentworld_tui.reality.observation import CheckResult, RealObservation, TwinStatus
 from agentworld_tui.reality.sandbox import (
     BackendProbe,
@@ -49,6 +55,7 @@ __all__ = [
     "mask",
     "probe_backends",
     "run_figures",
+    "step_divergence",
 ]
 
 

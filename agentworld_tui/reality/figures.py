@@ -7,8 +7,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentworld_tui.reality.divergence import Divergence
-from agentworld_tui.reality.observation import CheckResult
+from agentworld_tui.reality.divergence import Divergence, divergence
+from agentworld_tui.reality.observation import CheckResult, RealObservation
+
+
+def step_divergence(predicted: str, real: RealObservation, domain: str) -> Divergence | None:
+    """A step's divergence, or None when reality gave no answer to compare with (the twin
+    failed, timed out or was gone)."""
+    if not real.ok:
+        return None
+    return divergence(predicted, real.text, domain)
 
 
 @dataclass(frozen=True)

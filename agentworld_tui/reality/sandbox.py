@@ -68,6 +68,11 @@ MAX_PROCESSES = 4096
 """The most processes the sandbox user may have at once, where it is a user of its own."""
 
 
+SCRATCH_PREFIX = "agentworld-twin-"
+"""Scratch folders are named ``agentworld-twin-<pid>-<random>`` after the process that made
+them, so one left by a killed process can be told and removed."""
+
+
 class SandboxError(Exception):
     """No sandbox could be opened, or it broke; the message is one line."""
 
@@ -224,8 +229,9 @@ class Sandbox:
 
     @classmethod
     def _make(cls, options: SandboxOptions, backend: Backend) -> Sandbox:
-        parent = options.scratch_parent
-        scratch = Path(tempfile.mkdtemp(prefix="agentworld-twin-", dir=parent))
+        parent = Path(options.scratch_parent or tempfile.gettempdir())
+        sweep(parent)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=parent))
         box = cls(options, backend, scratch)
         if box.drops_root and not _reachable_by_others(scratch.parent):
             box.close()
@@ -642,6 +648,30 @@ def _interpreter() -> str:
         if os.access(candidate, os.X_OK):
             return candidate
     return os.path.realpath(sys.executable)
+
+
+def sweep(parent: Path) -> list[Path]:
+    """Remove the scratch folders in ``parent`` whose process is gone (killed before it
+    could close its sandboxes: their processes died with it, their folders did not). Only
+    folders this user (or its sandbox user) owns are touched."""
+    removed = []
+    owners = {os.geteuid(), SANDBOX_UID} if os.geteuid() == 0 else {os.geteuid()}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            pid, _, rest = entry.name.removeprefix(SCRATCH_PREFIX).partition("-")
+            if not entry.name.startswith(SCRATCH_PREFIX) or not pid.isdigit() or not rest:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in owners:
+                continue
+            if int(pid) == os.getpid() or _exists(int(pid)):
+                continue
+            _remove(Path(entry.path))
+            removed.append(Path(entry.path))
+    return removed
 
 
 def _reachable_by_others(folder: Path) -> bool:

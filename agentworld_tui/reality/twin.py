@@ -123,11 +123,14 @@ class TwinRunner:
             if self._closed:
                 return
             self._closed = True
-        done = self._pool.submit(self._close_quietly)
-        try:
-            done.result(CLOSE_BOUND)
-        except concurrent.futures.TimeoutError:
+        if self._broken:  # its thread may still be stuck: no orderly close to wait for
             self._kill_quietly()
+        else:
+            done = self._pool.submit(self._close_quietly)
+            try:
+                done.result(CLOSE_BOUND)
+            except concurrent.futures.TimeoutError:
+                self._kill_quietly()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- asyncio: the app and the MCP server -----------------------------------------------
