@@ -25,7 +25,9 @@ from agentworld_tui.reality.sandbox import SandboxOptions
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.domain import Scenario
 
-KEYS = TerminalDomain().parse_action("echo twin-$((6*7))", Scenario("t", "t"))
+KEYS = TerminalDomain().parse_action(
+    '[{"keystrokes": "echo twin-$((6*7))\\n", "duration": 2}]', Scenario("t", "t")
+)
 
 
 class Stuck:

@@ -53,7 +53,9 @@ def test_the_first_screen_is_the_shell_s_prompt_in_the_working_folder(twin: Term
 
 
 def test_a_command_runs_for_real_and_the_screen_shows_it(twin: TerminalTwin, seed: Path) -> None:
-    seen = twin.act(keys("cat notes.txt; echo made > made.txt;"))
+    seen = twin.act(
+        keys('[{"keystrokes": "cat notes.txt; echo made > made.txt;\\n", "duration": 2}]')
+    )
     assert seen.status is TwinStatus.OK, seen.error
     lines = seen.text.splitlines()
     assert lines[-4].endswith("# cat notes.txt; echo made > made.txt;")
@@ -62,13 +64,13 @@ def test_a_command_runs_for_real_and_the_screen_shows_it(twin: TerminalTwin, see
     assert twin.sandbox is not None
     assert (twin.sandbox.scratch / "work" / "made.txt").read_text() == "made\n"
     assert not (seed / "made.txt").exists()
-    assert seen.elapsed >= 1.0  # the entry's duration was waited
+    assert seen.elapsed >= 2.0  # the entry's duration was waited
 
 
 def test_control_keys_are_sent_as_keys(twin: TerminalTwin) -> None:
     started = twin.act(keys('[{"keystrokes": "sleep 1000\\n", "duration": 0.3}]'))
     assert started.text.splitlines()[-1].endswith("sleep 1000")
-    stopped = twin.act(keys("C-c"))
+    stopped = twin.act(keys('[{"keystrokes": "C-c", "duration": 1.5}]'))
     lines = stopped.text.splitlines()
     assert lines[-2] == "^C"
     assert lines[-1].endswith(":/app#")
@@ -86,7 +88,7 @@ def test_a_command_that_never_returns_is_bounded_by_the_durations(twin: Terminal
 
 
 def test_megabytes_of_output_leave_one_screen(twin: TerminalTwin) -> None:
-    seen = twin.act(keys('[{"keystrokes": "seq 1 300000\\n", "duration": 3}]'))
+    seen = twin.act(keys('[{"keystrokes": "seq 1 300000\\n", "duration": 6}]'))
     lines = seen.text.splitlines()
     assert len(lines) <= HEIGHT
     assert all(len(line) <= WIDTH for line in lines)
@@ -94,7 +96,7 @@ def test_megabytes_of_output_leave_one_screen(twin: TerminalTwin) -> None:
 
 
 def test_a_task_check_passes_or_fails_by_its_exit_status(twin: TerminalTwin) -> None:
-    twin.act(keys("echo done > result.txt"))
+    twin.act(keys('[{"keystrokes": "echo done > result.txt\\n", "duration": 2}]'))
     passed = twin.check("grep -q done result.txt")
     failed = twin.check("echo looked; test -f missing.txt")
     assert (passed.passed, passed.exit_code) == (True, 0)
@@ -104,7 +106,7 @@ def test_a_task_check_passes_or_fails_by_its_exit_status(twin: TerminalTwin) -> 
 
 
 def test_a_check_sees_what_the_agent_s_shell_left_running(twin: TerminalTwin) -> None:
-    twin.act(keys("sleep 500 &"))
+    twin.act(keys('[{"keystrokes": "sleep 500 &\\n", "duration": 2}]'))
     assert twin.check("pgrep -x sleep").passed
 
 
