@@ -237,7 +237,7 @@ class SweTwin:
 
     def _stop_shell(self) -> None:
         if self.sandbox is not None and self._group:
-            self.sandbox.run(["kill", "-KILL", "--", f"-{self._group}"], timeout=FILE_SECONDS)
+            self.sandbox.run(["bash", "-c", f"kill -KILL -- -{self._group}"], timeout=FILE_SECONDS)
         if self._shell is not None:
             with contextlib.suppress(OSError):
                 self._shell.kill()
