@@ -8,6 +8,7 @@ problem is reported with its line and the defaults are used.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import stat
@@ -465,8 +466,6 @@ def setup_logging(level: str = "INFO") -> Path | None:
     Every record is sanitized on its way to the file: log lines quote servers, files and
     model output.
     """
-    import logging
-
     from agentworld_tui.world.sanitize import SanitizingFormatter
 
     root = logging.getLogger("agentworld")

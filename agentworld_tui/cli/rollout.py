@@ -13,6 +13,7 @@ the same command again plays only what is not finished yet.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -146,7 +147,6 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     )
     wanted = len(rollout.episodes())
     _say(f"{len(found.tasks)} tasks, {wanted} episodes; the run is in {out}")
-    import asyncio
 
     try:
         summary = asyncio.run(rollout.run())
