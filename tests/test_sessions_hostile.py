@@ -380,4 +380,4 @@ def test_the_library_lists_every_hostile_file_with_its_problem(tmp_path: Path) -
 
 
 def test_the_file_s_scores_are_the_judge_s_dimensions() -> None:
-    assert tuple(Scores.model_fields) == DIMENSIONS
+    assert tuple(Scores.__annotations__) == DIMENSIONS

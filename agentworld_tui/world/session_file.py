@@ -1,30 +1,41 @@
-"""What a session file may hold, declared as pydantic models, and its mistakes in words.
+"""What a session file may hold, declared as typed dicts that pydantic checks, and its
+mistakes in words.
 
 ``problem_in`` checks a whole file's content against ``SessionFile`` before anything is
-built from it (``Session.from_dict`` builds; these models only check), and says the first
-mistake as ``where: why`` (``tabs[0].turns[1].number: expected a whole number, got text``).
-Fields this version does not know are allowed. The types are strict:
-``"2"`` is not a number, ``1`` is not true, NaN is not a number. Loaded only when a file is
-read, so that the app's first frame does not wait for pydantic.
+built from it (``Session.from_dict`` builds; these declarations only check), and says the
+first mistake as ``where: why`` (``tabs[0].turns[1].number: expected a whole number, got
+text``). Keys this version does not know are allowed. The types are strict: ``"2"`` is not
+a number, ``1`` is not true, NaN is not a number. Typed dicts rather than models: checking
+builds no model objects, so a file of thousands of turns is checked as fast as by hand.
+Loaded only when a file is read, so that the app's first frame does not wait for pydantic.
 """
 
 from __future__ import annotations
 
 from types import NoneType, UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
+    TypeAdapter,
     ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+    with_config,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
+from typing_extensions import TypedDict, is_typeddict
 
 from agentworld_tui.world.fictional_world import WorldError, world_from_dict
 from agentworld_tui.world.perturbation import ControlError, control_instruction
@@ -33,6 +44,7 @@ from agentworld_tui.world.session import TurnStatus
 TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
 LATEST_TIME = 253402300799.0
 """The last second of the year 9999: a later time cannot be shown as a date."""
+_STRICT = with_config(ConfigDict(strict=True, allow_inf_nan=False, extra="ignore"))
 
 
 def _damaged(tail: str) -> PydanticCustomError:
@@ -58,27 +70,25 @@ Moment = Annotated[float, AfterValidator(_moment)]
 Status = Annotated[str, PlainValidator(_status)]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
-
-
-class Stats(_Part):
+@_STRICT
+class Stats(TypedDict, total=False):
     """A turn's figures: those the app formats are numbers, the judge's reference is text;
     figures this version does not know are kept as they are."""
 
-    prompt_tokens: float = 0
-    evaluated_prompt_tokens: float = 0
-    generated_tokens: float = 0
-    reasoning_tokens: float = 0
-    time_to_first_token: float = 0
-    tokens_per_second: float = 0
-    elapsed: float = 0
-    n_ctx: float = 0
-    stop_reason: str = ""
-    reference: str = ""
+    prompt_tokens: float
+    evaluated_prompt_tokens: float
+    generated_tokens: float
+    reasoning_tokens: float
+    time_to_first_token: float
+    tokens_per_second: float
+    elapsed: float
+    n_ctx: float
+    stop_reason: str
+    reference: str
 
 
-class Scores(_Part):
+@_STRICT
+class Scores(TypedDict):
     """One number for each of the judge's ``DIMENSIONS``."""
 
     format: float
@@ -88,87 +98,96 @@ class Scores(_Part):
     quality: float
 
 
-class Judgement(_Part):
+@_STRICT
+class Judgement(TypedDict):
     """The judge's scores, which the app draws."""
 
     scores: Scores
     total: float
     normalised: float
-    note: str | None = None
-    strengths: list[str] | None = None
-    weaknesses: list[str] | None = None
+    note: NotRequired[str | None]
+    strengths: NotRequired[list[str] | None]
+    weaknesses: NotRequired[list[str] | None]
 
 
-class Verdict(_Part):
+@_STRICT
+class Verdict(TypedDict, total=False):
     """A verdict as ``judge.Verdict.to_dict`` writes it."""
 
-    error: str | None = None
-    judge: str | None = None
-    reference: str | None = None
-    answer: str | None = None
-    engine_failed: bool | None = None
-    stats: Stats | None = None
-    judgement: Judgement | None = None
+    error: str | None
+    judge: str | None
+    reference: str | None
+    answer: str | None
+    engine_failed: bool | None
+    stats: Stats | None
+    judgement: Judgement | None
 
 
-class Attempt(_Part):
+@_STRICT
+class Attempt(TypedDict, total=False):
     """An earlier answer to a turn's action; restoring it reads every field here."""
 
-    observation: str | None = None
-    reasoning: str | None = None
-    note: str | None = None
-    raw: str | None = None
-    extraction: str | None = None
-    status: Status = "complete"
-    stats: Stats | None = None
+    observation: str | None
+    reasoning: str | None
+    note: str | None
+    raw: str | None
+    extraction: str | None
+    status: Status
+    stats: Stats | None
 
 
-class Call(_Part):
+@_STRICT
+class Call(TypedDict, total=False):
     """A tool call's payload (as MCP, Search, SWE and Web write it), whose name and
     arguments the panes read as such."""
 
-    name: str = ""
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    name: str
+    arguments: dict[str, Any]
+
+
+_CALL = TypeAdapter(Call)
 
 
 def _call(payload: Any) -> Any:
     """A payload that is an object is a tool call; any other payload is the domain's."""
     if isinstance(payload, dict):
         try:
-            Call.model_validate(payload)
+            _CALL.validate_python(payload)
         except ValidationError as exc:
             raise _damaged("." + problem(exc.errors(include_url=False)[0], Call)) from None
     return payload
 
 
-class Action(_Part):
+@_STRICT
+class Action(TypedDict):
     domain: str
     payload: Annotated[Any, AfterValidator(_call)]
-    label: str | None = None
+    label: NotRequired[str | None]
 
 
-class Turn(_Part):
-    number: int = Field(ge=1)
+@_STRICT
+class Turn(TypedDict):
+    number: Annotated[int, Field(ge=1)]
     action: Action
     user_message: str
-    state: str | None = None
-    observation: str | None = None
-    reasoning: str | None = None
-    note: str | None = None
-    raw: str | None = None
-    extraction: str | None = None
-    status: Status = "complete"
-    stats: Stats | None = None
-    omitted_turns: int | None = Field(None, ge=0)
-    control: str | None = None
-    judgement: Verdict | None = None
-    attempts: list[Attempt] | None = None
+    state: NotRequired[str | None]
+    observation: NotRequired[str | None]
+    reasoning: NotRequired[str | None]
+    note: NotRequired[str | None]
+    raw: NotRequired[str | None]
+    extraction: NotRequired[str | None]
+    status: NotRequired[Status]
+    stats: NotRequired[Stats | None]
+    omitted_turns: NotRequired[Annotated[int, Field(ge=0)] | None]
+    control: NotRequired[str | None]
+    judgement: NotRequired[Verdict | None]
+    attempts: NotRequired[list[Attempt] | None]
 
 
 def _numbered(turns: list[Turn]) -> list[Turn]:
     for i, turn in enumerate(turns):
-        if turn.number != i + 1:
-            raise _damaged(f"[{i}].number is {turn.number}, expected {i + 1}")
+        if turn["number"] != i + 1:
+            raise _damaged(f"[{i}].number is {turn['number']}, expected {i + 1}")
     return turns
 
 
@@ -176,106 +195,115 @@ Turns = Annotated[list[Turn], AfterValidator(_numbered)]
 """A branch's turns, numbered from 1 in order."""
 
 
-class Branch(_Part):
+@_STRICT
+class Branch(TypedDict):
     id: int
-    parent: int | None = None
-    fork_turn: int | None = None
-    created: Moment | None = None
+    parent: NotRequired[int | None]
+    fork_turn: NotRequired[int | None]
+    created: NotRequired[Moment | None]
     turns: Turns
 
 
-class Scenario(_Part):
-    name: str | None = None
-    title: str | None = None
-    description: str | None = None
-    state: str | None = None
-    extras: dict[str, Any] | None = None
+@_STRICT
+class Scenario(TypedDict, total=False):
+    name: str | None
+    title: str | None
+    description: str | None
+    state: str | None
+    extras: dict[str, Any] | None
 
 
-class Control(_Part):
-    """The control instruction for a tab's next turn, checked as the app checks one."""
-
+@_STRICT
+class Control(TypedDict):
     text: str
-    persistent: bool | None = None
-    preset: str | None = None
+    persistent: NotRequired[bool | None]
+    preset: NotRequired[str | None]
 
-    @model_validator(mode="after")
-    def _usable(self) -> Control:
+
+def _usable(control: Control | None) -> Control | None:
+    """The control instruction for a tab's next turn is checked as the app checks one."""
+    if control is not None:
         try:
-            control_instruction(self.text)
+            control_instruction(control["text"])
         except ControlError as exc:
             raise _damaged(f": {exc}") from None
-        return self
+    return control
 
 
-class Tab(_Part):
+def _no_control(control: Any) -> Any:
+    """No instruction is written as null, or as ``{}``."""
+    return None if control == {} else control
+
+
+UsableControl = Annotated[Control | None, AfterValidator(_usable), BeforeValidator(_no_control)]
+
+
+def _world(world: Any) -> Any:
+    if world is not None:
+        try:
+            world_from_dict(world)
+        except WorldError as exc:
+            raise _damaged(f": {exc}") from None
+    return world
+
+
+def _one_id_each(branches: list[Branch] | None) -> list[Branch] | None:
+    ids: set[int] = set()
+    for i, branch in enumerate(branches or []):
+        if branch["id"] in ids:
+            raise _damaged(f"[{i}]: branch id used twice")
+        ids.add(branch["id"])
+    return branches
+
+
+@_STRICT
+class Tab(TypedDict):
     """One tab's session, as ``Session.to_dict`` writes it."""
 
     domain: str
-    id: str | None = None
-    created: Moment | None = None
+    id: NotRequired[str | None]
+    created: NotRequired[Moment | None]
     system_prompt: str
     scenario: Scenario
-    control: Control | None = None
-    world: Any = None
-    turns: Turns | None = None
-    branch: int | None = 1
+    control: NotRequired[UsableControl]
+    world: NotRequired[Annotated[Any, AfterValidator(_world)]]
+    turns: NotRequired[Turns | None]
+    branch: NotRequired[int | None]
     """The branch shown; its turns are the tab's ``turns``."""
-    branches: list[Branch] | None = None
-
-    @field_validator("control", mode="before")
-    @classmethod
-    def _no_control(cls, control: Any) -> Any:
-        return None if control == {} else control
-
-    @field_validator("world")
-    @classmethod
-    def _world(cls, world: Any) -> Any:
-        if world is not None:
-            try:
-                world_from_dict(world)
-            except WorldError as exc:
-                raise _damaged(f": {exc}") from None
-        return world
-
-    @field_validator("branches", mode="before")
-    @classmethod
-    def _shown_turns_are_the_tabs(cls, branches: Any, info: ValidationInfo) -> Any:
-        """The shown branch's turns are not written with it: they are the tab's."""
-        if not isinstance(branches, list):
-            return branches
-        shown = info.data.get("branch", 1)
-        return [
-            {**b, "turns": []} if isinstance(b, dict) and b.get("id") == shown else b
-            for b in branches
-        ]
-
-    @field_validator("branches")
-    @classmethod
-    def _one_id_each(cls, branches: list[Branch] | None) -> list[Branch] | None:
-        ids: set[int] = set()
-        for i, branch in enumerate(branches or []):
-            if branch.id in ids:
-                raise _damaged(f"[{i}]: branch id used twice")
-            ids.add(branch.id)
-        return branches
+    branches: NotRequired[Annotated[list[Branch] | None, AfterValidator(_one_id_each)]]
 
 
-class SessionFile(_Part):
+def _shown_turns_are_the_tabs(tab: Any) -> Any:
+    """The shown branch's turns are not written with it: they are the tab's."""
+    if not isinstance(tab, dict) or not isinstance(tab.get("branches"), list):
+        return tab
+    shown = tab.get("branch", 1)
+    branches = [
+        {**b, "turns": []} if isinstance(b, dict) and b.get("id") == shown else b
+        for b in tab["branches"]
+    ]
+    return {**tab, "branches": branches}
+
+
+@_STRICT
+class SessionFile(TypedDict):
     """A session file after its ``format`` and ``schema`` were found readable."""
 
-    name: str | None = None
-    created: Moment | None = None
-    updated: Moment | None = None
-    active_tab: int | None = None
-    ui: dict[str, Any] | None = None
-    tabs: list[Tab]
+    name: NotRequired[str | None]
+    created: NotRequired[Moment | None]
+    updated: NotRequired[Moment | None]
+    active_tab: NotRequired[int | None]
+    ui: NotRequired[dict[str, Any] | None]
+    tabs: list[Annotated[Tab, BeforeValidator(_shown_turns_are_the_tabs)]]
+
+
+_SESSION_FILE = TypeAdapter(SessionFile)
 
 
 def problem_in(data: dict[str, Any]) -> str | None:
     """The first mistake in a session file's content (``where: why``), or None."""
     try:
-        SessionFile.model_validate(data)
+        _SESSION_FILE.validate_python(data)
     except ValidationError as exc:
         return problem(exc.errors(include_url=False)[0], SessionFile)
     return None
@@ -288,8 +316,6 @@ _EXPECTED = {
     "finite_number": "a number",
     "bool_type": "true or false",
     "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
     "list_type": "a list",
 }
 _DECLARED: dict[Any, str] = {
@@ -303,7 +329,7 @@ _DECLARED: dict[Any, str] = {
 _FOUND = {"str": "text", "dict": "an object", "list": "a list", "NoneType": "null"}
 
 
-def problem(error: ErrorDetails, root: type[BaseModel]) -> str:
+def problem(error: ErrorDetails, root: type[Any]) -> str:
     """One of pydantic's errors (found checking ``root``) as ``where: why``."""
     where = _path(error["loc"])
     kind = error["type"]
@@ -326,26 +352,25 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return "".join(parts).removeprefix(".")
 
 
-def _expected(root: type[BaseModel], loc: tuple[int | str, ...]) -> str:
-    """What the field at ``loc`` is declared to be, in words."""
+def _expected(root: type[Any], loc: tuple[int | str, ...]) -> str:
+    """What the key at ``loc`` is declared to be, in words."""
     kind: Any = root
     for part in loc:
         kind = _bare(kind)
-        if isinstance(kind, type) and issubclass(kind, BaseModel):
-            kind = kind.model_fields[str(part)].annotation
+        if is_typeddict(kind):
+            kind = get_type_hints(kind, include_extras=True)[str(part)]
         else:
             kind = get_args(kind)[-1]  # the items of a list, the values of an object
     kind = _bare(kind)
-    if isinstance(kind, type) and issubclass(kind, BaseModel):
+    if is_typeddict(kind):
         return "an object"
     return _DECLARED.get(get_origin(kind) or kind, "a value")
 
 
 def _bare(kind: Any) -> Any:
-    """``kind`` without its constraints and without ``| None``."""
-    while get_origin(kind) is Annotated:
+    """``kind`` without its constraints, ``NotRequired`` and ``| None``."""
+    while get_origin(kind) in (Annotated, NotRequired, Required):
         kind = get_args(kind)[0]
     if get_origin(kind) in (Union, UnionType):
-        kind = next(arg for arg in get_args(kind) if arg is not NoneType)
-        return _bare(kind)
+        return _bare(next(arg for arg in get_args(kind) if arg is not NoneType))
     return kind
