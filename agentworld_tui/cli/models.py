@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agentworld_tui.cli.launch import UserError
@@ -483,8 +484,6 @@ def _doctor_trial(path: Path, settings: Settings, out: list[tuple[str, str]]) ->
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from agentworld_tui.cli.launch import settings_from_args
     from agentworld_tui.config import log_path, settings_path
     from agentworld_tui.models.cache import hub_cache_dir

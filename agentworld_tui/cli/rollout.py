@@ -15,6 +15,7 @@ standard error as it ends, and every episode when it ends.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -166,7 +167,6 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             f"{len(own)} task{'s' if len(own) != 1 else ''} set their own max_steps, which "
             f"wins over --max-steps {args.max_steps} ({named}{more})"
         )
-    import asyncio
 
     try:
         summary = asyncio.run(rollout.run())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +59,6 @@ def make_engine(spec: EngineSpec) -> Engine:
     if problem:
         raise EngineError(problem)
     if spec.server:
-        import inspect
-
         from agentworld_tui.engines.remote import RemoteEngine
 
         extra: dict[str, float] = {}
