@@ -14,7 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, schema_problems, value_problem
+from agentworld_tui.domains.json_schema import (
+    MAX_DEPTH,
+    CheckTimeout,
+    read_json,
+    schema_problems,
+    value_problem,
+)
 from agentworld_tui.domains.turn import unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -302,7 +308,7 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
     if tool is None:
         available = ", ".join(by_name) or "none"
         raise ActionError(
-            f"unknown tool {call['name']!r}; available tools: {available}", field="name"
+            f"unknown tool {shown_name(call['name'])}; available tools: {available}", field="name"
         )
     try:
         problems = schema_problems(call["arguments"], tool.input_schema)
@@ -310,10 +316,22 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
         raise ActionError(
             f"{tool.name}: the arguments are nested too deeply to check", field="arguments"
         ) from None
+    except CheckTimeout as exc:
+        raise ActionError(
+            f"{tool.name}: {exc} (a pattern or a uniqueness rule of its schema costs too much "
+            "for them)",
+            field="arguments",
+        ) from None
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ActionError(f"{tool.name}: {first}{more}", field=first.path)
+
+
+def shown_name(name: str, limit: int = 80) -> str:
+    """A tool name as a message quotes it: cut, since an unknown one may be any size."""
+    cut = name if len(name) <= limit else name[: limit - 1] + "…"
+    return repr(cut) + (f" ({len(name):,} characters)" if len(name) > limit else "")
 
 
 def call_label(call: dict[str, Any], width: int = 60) -> str:
