@@ -98,6 +98,7 @@ async def test_a_refused_call_costs_no_model_time_and_reads_as_a_real_server_s_e
                 huge = await client.call_tool("read_note", {"title": "a" * 300_000})
                 with pytest.raises(MCPError, match="Unknown tool: erase_all"):
                     await client.call_tool("erase_all", {})
+                [connection] = server.connections()
         finally:
             simulator.close()
         assert fault.chat_requests() == []
@@ -106,7 +107,6 @@ async def test_a_refused_call_costs_no_model_time_and_reads_as_a_real_server_s_e
         "Input validation error: read_note: arguments.title must be a string, not 7"
     )
     assert huge.is_error and "characters of JSON; the limit is 200,000" in received_text(huge)
-    connection = server.connections()[0]
     assert connection.refused == 3 and connection.calls == 0
 
 
@@ -226,11 +226,11 @@ async def test_with_a_local_model_the_calls_of_several_clients_queue_in_order(
             assert simulator.waiting() == started  # one engine: they wait, in the order asked
             gate.set()
             results = await asyncio.gather(first, second)
+            runs = [c.call.run for c in server.connections() if c.call is not None]
     finally:
         gate.set()
         simulator.close()
     assert [received_text(r) for r in results] == ["ok", "ok"]
-    runs = [c.call.run for c in server.connections() if c.call is not None]
     assert runs[0].started_at <= runs[1].started_at
 
 
@@ -345,20 +345,38 @@ async def test_a_client_that_goes_away_mid_call_stops_it_and_the_server_keeps_se
     assert kept[0]["status"] == "complete"
 
 
-async def test_a_client_pinned_to_the_sessionless_protocol_is_told_why(
+async def test_a_client_that_speaks_only_2026_07_28_is_served_with_a_world_of_its_own(
     tmp_path: Path, notes: toolsets.Toolset
 ) -> None:
+    folder = tmp_path / "s"
     with FaultServer() as fault:
+        fault.queue(reply_with("one"), reply_with("two"), reply_with("other"))
         simulator = remote_simulator(fault.url)
-        server = AgentServer(simulator, notes, sessions=SessionFolder(tmp_path / "s"))
+        server = AgentServer(simulator, notes, sessions=SessionFolder(folder))
         try:
-            async with serving(server) as url, Client(url, mode="2026-07-28") as client:
-                listed = await client.list_tools()
-                with pytest.raises(MCPError, match="keeps one world per MCP session"):
-                    await client.call_tool("read_note", {"title": "a"})
+            async with serving(server) as url:
+                async with Client(url, mode="2026-07-28") as client:
+                    listed = await client.list_tools()
+                    first = await client.call_tool("read_note", {"title": "a"})
+                async with Client(url, mode="2026-07-28") as again:  # the same program, later
+                    second = await again.call_tool("read_note", {"title": "b"})
+                async with Client(url, mode="2026-07-28") as named:
+                    other = await named.call_tool(
+                        "read_note", {"title": "c"}, meta={"agentworld/world": "lab-7"}
+                    )
+                async with Client(url) as handshake:  # probes, is steered to the handshake
+                    assert handshake.protocol_version == "2025-11-25"
         finally:
             simulator.close()
+        requests = fault.chat_requests()
     assert [t.name for t in listed.tools] == ["read_note", "count_notes"]
+    assert [received_text(r) for r in (first, second, other)] == ["one", "two", "other"]
+    # The second call was sent with the first as its history; the named world has its own.
+    sent = ["".join(m["content"] for m in r.body["messages"]) for r in requests]
+    assert '"title": "a"' in sent[1] and "one" in sent[1]
+    assert '"title": "a"' not in sent[2]
+    files = sorted(session_turns(folder).values(), key=len)
+    assert [len(turns) for turns in files] == [1, 2]
 
 
 async def test_another_address_needs_a_bearer_token_and_every_request_carries_it(

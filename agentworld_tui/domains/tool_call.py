@@ -328,10 +328,11 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
         raise ActionError(f"{tool.name}: {first}{more}", field=first.path)
 
 
-def shown_name(name: str, limit: int = 80) -> str:
-    """A tool name as a message quotes it: cut, since an unknown one may be any size."""
+def shown_name(name: str, limit: int = 80, *, quoted: bool = True) -> str:
+    """A tool name as a message gives it: cut, since an unknown one may be any size."""
     cut = name if len(name) <= limit else name[: limit - 1] + "…"
-    return repr(cut) + (f" ({len(name):,} characters)" if len(name) > limit else "")
+    shown = repr(cut) if quoted else cut
+    return shown + (f" ({len(name):,} characters)" if len(name) > limit else "")
 
 
 def call_label(call: dict[str, Any], width: int = 60) -> str:

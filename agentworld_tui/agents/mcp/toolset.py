@@ -76,7 +76,9 @@ class Toolset:
         the check is bounded in time (``json_schema.checking_within``)."""
         if self.tool(name) is None:
             listed = ", ".join(t.name for t in self.declared) or "none"
-            raise UnknownTool(f"Unknown tool: {shown_name(name)}. The tools are: {listed}")
+            raise UnknownTool(
+                f"Unknown tool: {shown_name(name, quoted=False)}. The tools are: {listed}"
+            )
         given: dict[str, Any] = dict(arguments or {})
         problem = value_problem(given, MAX_DEPTH - 1)
         if problem:
