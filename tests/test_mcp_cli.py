@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,24 @@ def test_ctrl_c_ends_a_stdio_server_whose_client_holds_stdin_open(tmp_path: Path
             assert process.stdin is not None
             process.stdin.close()
     assert code == 0
+
+
+def test_a_client_that_leaves_before_a_failing_model_load_leaves_one_clean_line(
+    tmp_path: Path,
+) -> None:
+    from faultserver import FaultServer, Reply
+
+    tools = write_tools(tmp_path / "tools.json")
+    with FaultServer() as fault:
+        fault.models_reply = Reply(status=500, error_message="no such model", trickle_s=0.05)
+        done = subprocess.run(
+            [sys.executable, "-m", "agentworld_tui", "mcp", "serve", str(tools),
+             "--server", fault.url, "--sessions", str(tmp_path / "s")],
+            input="", capture_output=True, text=True, timeout=120,
+            cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        time.sleep(3)  # the load fails after the process is gone: nothing more is said
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"agentworld: serving 2 tools ({tools}) over stdio",
+    ]

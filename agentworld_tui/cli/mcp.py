@@ -212,9 +212,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
             )
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-        print(
-            f"agentworld: {len(toolset.declared)} tools written to {args.output}", file=sys.stderr
-        )
+        from agentworld_tui.world.plural import counted
+
+        written = counted(len(toolset.declared), "tool")
+        print(f"agentworld: {written} written to {args.output}", file=sys.stderr)
     else:
         print(safe_json(listing))
     return 0
@@ -303,6 +304,7 @@ async def _serve(
     sock: socket.socket | None,
     token: str,
 ) -> int:
+    from agentworld_tui.agents.mcp.server import LEAVE_SECONDS
     from agentworld_tui.world.plural import counted
 
     loop = asyncio.get_running_loop()
@@ -336,17 +338,17 @@ async def _serve(
         print(f"agentworld: the MCP server stopped: {serving.exception()}", file=sys.stderr)
         code = 1
     stopped.cancel()
-    await server.stop()  # every call in flight is recorded and every session saved
-    if sock is None and not serving.done():
+    await server.stop(LEAVE_SECONDS)  # every call in flight is recorded, every session saved
+    if sock is None:
         _leave_stdio(code)
     return code
 
 
 def _leave_stdio(code: int) -> None:
-    """End the process while a client still holds its stdin open (Ctrl+C, a model that
-    would not load). The SDK's stdio transport reads stdin on a worker thread that no
-    cancellation reaches until a line or the end comes, so waiting for it could take
-    forever; everything worth keeping is saved by now."""
+    """End the process at once: the SDK's stdio transport reads stdin on a worker thread
+    that no cancellation reaches until a line or the end comes, and the engine's thread
+    may be loading a model for minutes; a client that left kills its server moments
+    later. Everything worth keeping is saved by now."""
     sys.stderr.flush()
     os._exit(code)
 

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -50,6 +51,7 @@ from agentworld_tui.agents.mcp.http import (
     is_loopback,
     uvicorn_config,
 )
+from agentworld_tui.agents.mcp.logs import route_library_logs
 from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
 from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
@@ -86,7 +88,11 @@ Listener = Callable[[AgentEvent], None]
 DISCONNECT_POLL_SECONDS = 1.0
 """How often a waiting call looks whether its HTTP client is still there."""
 STOP_SECONDS = 10.0
-"""How long ``stop`` waits for the calls in flight to be recorded."""
+"""How long ``stop`` waits, by default, for the calls in flight to be recorded by the
+engine before it records them itself."""
+LEAVE_SECONDS = 0.5
+"""How long the engine has to record the calls in flight once a stdio client has left
+(a client gives a server a few seconds before it kills it)."""
 IDLE_SECONDS = 1800.0
 """How long an HTTP session (or a 2026-07-28 world) may go without a request before it
 ends and lets go of its session file."""
@@ -100,6 +106,7 @@ STDIO_KEY = "stdio"
 INTERRUPTED = "The tool call was interrupted before it finished."
 CANCELLED_NOTE = "the agent's client cancelled the call; it received nothing"
 GONE_NOTE = "the agent's client went away during the call; it received nothing"
+ENDED_NOTE = "the server stopped before the world model answered; the agent received nothing"
 STOPPED_NOTE = "stopped before the agent received it"
 EDITED_NOTE = "edited before the agent received it"
 HANDSHAKE_FIRST = (
@@ -172,7 +179,7 @@ class AgentServer:
             listening = sock if sock is not None else bind(host, port)
         except ListenError as exc:
             raise ServerError(str(exc)) from None
-        _route_library_logs()
+        route_library_logs()
         security = (
             None
             if is_loopback(host)
@@ -202,28 +209,44 @@ class AgentServer:
 
     async def serve_stdio(self) -> None:
         """Serve the process's stdin and stdout (nothing else is written to stdout while
-        it runs) until the client closes them."""
+        it runs) until the client closes stdin. The call in flight then ends at once: it
+        is recorded (interrupted) and saved within ``LEAVE_SECONDS``, whatever the engine
+        is doing, since a client that leaves kills its server moments later."""
         from mcp.server.stdio import stdio_server
+        from mcp.shared.message import SessionMessage
 
-        _route_library_logs()
+        route_library_logs()
         server = self._mcp(http=False)
         self._closing = False
         try:
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            async with stdio_server() as (read, write), anyio.create_task_group() as group:
+                mine, received = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+                async def until_stdin_closes() -> None:
+                    async with mine:
+                        async for message in read:
+                            await mine.send(message)
+                    self._closing = True
+                    await self._settle_all(LEAVE_SECONDS)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_stdin_closes)
+                await server.run(received, write, server.create_initialization_options())
+                group.cancel_scope.cancel()
         finally:
-            await self._settle_all()
+            await self._settle_all(LEAVE_SECONDS)
             for connection in list(self._connections.values()):
                 self._close(connection)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = STOP_SECONDS) -> None:
         """Stop every call (the agents get an interrupted result), save and close every
-        connection's session, and stop serving."""
+        connection's session, and stop serving. A call the engine has not recorded
+        within ``grace`` seconds is recorded as interrupted all the same."""
         self._closing = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        await self._settle_all()
+        await self._settle_all(grace)
         if self._uvicorn is not None and self._serving is not None:
             self._uvicorn.should_exit = True
             try:
@@ -242,16 +265,22 @@ class AgentServer:
             self._checker.shutdown(wait=False, cancel_futures=True)
             self._checker = None
 
-    async def _settle_all(self) -> None:
-        for call in list(self._calls):
+    async def _settle_all(self, grace: float = STOP_SECONDS) -> None:
+        """Stop every call in flight, give the engine ``grace`` seconds to record each,
+        and record (interrupted) and save those it did not."""
+        calls = list(self._calls)
+        for call in calls:
             if call.held is not None:
                 call.held.stop()
             call.run.stop()
-        pending = [asyncio.ensure_future(c.settled.wait()) for c in list(self._calls)]
+        pending = [asyncio.ensure_future(c.settled.wait()) for c in calls]
         if pending:
-            _done, late = await asyncio.wait(pending, timeout=STOP_SECONDS)
+            _done, late = await asyncio.wait(pending, timeout=grace)
             for task in late:
                 task.cancel()
+        for call in calls:
+            if not call.settled.is_set():
+                self._record_unfinished(call, ENDED_NOTE)
 
     def _mcp(self, *, http: bool) -> Server[Any]:
         toolset = self.toolset
@@ -524,7 +553,18 @@ class AgentServer:
         else:
             call.run.on_complete.append(settle)
 
+    def _record_unfinished(self, call: AgentCall, note: str) -> None:
+        """Keep a call the engine has not finished as interrupted, with what it had
+        streamed, and save it now (a later end of its run changes nothing)."""
+        turn = call.turn
+        predicted = turn.observation if call.held is None else call.held.predicted
+        turn.observation, turn.status, turn.note = "", "interrupted", note
+        call.received = None
+        self._finish(call, predicted)
+
     def _finish(self, call: AgentCall, predicted: str) -> None:
+        if call.settled.is_set():
+            return  # recorded already (the server stopping did not wait for the engine)
         turn = call.turn
         record: dict[str, Any] = {
             "connection": call.connection.id,
@@ -691,15 +731,3 @@ def _client_name(ctx: Any) -> str:
         return ""
     text = " ".join(sanitize(f"{info.name} {info.version or ''}").split())
     return text[:80]
-
-
-def _route_library_logs() -> None:
-    """The SDK's and uvicorn's log records go to the app's log file, never to a screen
-    or to stdout."""
-    ours = logging.getLogger("agentworld")
-    level = logging.DEBUG if ours.level == logging.DEBUG else logging.WARNING
-    for name in ("mcp", "uvicorn", "uvicorn.error", "uvicorn.access", "sse_starlette"):
-        logger = logging.getLogger(name)
-        logger.handlers = list(ours.handlers) or [logging.NullHandler()]
-        logger.propagate = False
-        logger.setLevel(level)
