@@ -118,7 +118,6 @@ async def test_an_observation_that_is_an_mcp_result_is_passed_as_such(
         fault.queue(
             reply_with(json.dumps(envelope)),
             reply_with('{"count": 12}'),
-            reply_with("twelve notes"),
             reply_with('{"count": "12"}'),
         )
         simulator = remote_simulator(fault.url)
@@ -127,21 +126,16 @@ async def test_an_observation_that_is_an_mcp_result_is_passed_as_such(
             async with serving(server) as url, Client(url) as client:
                 missing = await client.call_tool("read_note", {"title": "ghost"})
                 counted = await client.call_tool("count_notes", {})
-                prose = await client.call_tool("count_notes", {})
-                mistyped = await client.call_tool("count_notes", {})
+                quoted = await client.call_tool("count_notes", {})
         finally:
             simulator.close()
     assert missing.is_error and received_text(missing) == "note not found"
     # A tool with an output schema gets the JSON object as its structured content.
     assert counted.structured_content == {"count": 12}
     assert received_text(counted) == '{"count": 12}'
-    # Output that breaks the tool's own output schema is the error a real server gives.
-    assert prose.is_error and received_text(prose) == (
-        "Output validation error: the tool declares an output schema but the result is not a "
-        "JSON objecttwelve notes"
-    )
-    assert mistyped.is_error
-    assert received_text(mistyped).startswith("Output validation error: count: '12' is not")
+    # A number written as a string, where the schema wants a number, is read as one.
+    assert quoted.structured_content == {"count": 12}
+    assert received_text(quoted) == '{"count": 12}'
 
 
 async def test_an_engine_failure_is_a_protocol_error_and_the_turn_is_kept(
@@ -467,3 +461,63 @@ async def test_a_client_that_ends_its_session_lets_go_of_the_file(
             simulator.close()
     assert isinstance(events[-1], ConnectionClosed) and not connection.connected
     assert len(reopened.tabs[0].turns) == 1
+
+
+async def test_every_output_schema_shape_gets_structured_content_that_conforms(
+    tmp_path: Path,
+) -> None:
+    from outputschemas import RESULTS, TOOLS
+
+    tools = toolsets.from_file(write_tools(tmp_path / "tools.json", TOOLS))
+    with FaultServer() as fault:
+        fault.queue(*(reply_with(RESULTS[t["name"]][0]) for t in TOOLS))
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, tools, sessions=SessionFolder(tmp_path / "s"))
+        try:
+            async with serving(server) as url, Client(url) as client:
+                # The SDK's client checks structured content against the output schema.
+                results = {t["name"]: await client.call_tool(t["name"], {}) for t in TOOLS}
+        finally:
+            simulator.close()
+        system = fault.chat_requests()[0].body["messages"][0]["content"]
+    for name, (_text, data) in RESULTS.items():
+        result = results[name]
+        assert not result.is_error, received_text(result)
+        assert result.structured_content == data
+        assert json.loads(received_text(result)) == data  # the JSON beside it, as text
+    # The model is told each output schema with its tool.
+    assert system.count('"outputSchema"') == len(TOOLS)
+
+
+async def test_output_that_breaks_the_schema_is_asked_again_then_said_on_the_turn(
+    tmp_path: Path,
+) -> None:
+    from outputschemas import TOOLS
+
+    tools = toolsets.from_file(write_tools(tmp_path / "tools.json", TOOLS))
+    folder = tmp_path / "s"
+    with FaultServer() as fault:
+        fault.queue(
+            reply_with("It is 22 degrees and cloudy."),
+            reply_with('{"temperature": 22, "conditions": "cloudy", "humidity": 70}'),
+            reply_with('{"temperature": "warm"}'),
+            reply_with("still prose"),
+        )
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, tools, sessions=SessionFolder(folder))
+        try:
+            async with serving(server) as url, Client(url) as client:
+                fixed = await client.call_tool("get_structured_content", {})
+                failed = await client.call_tool("get_structured_content", {})
+        finally:
+            simulator.close()
+        asked = len(fault.chat_requests())
+    assert asked == 4
+    assert fixed.structured_content == {"temperature": 22, "conditions": "cloudy", "humidity": 70}
+    assert failed.is_error
+    assert received_text(failed).startswith(
+        "The simulated server's result did not fit the tool's output schema (asked 2 times):"
+    )
+    [turns] = session_turns(folder).values()
+    assert len(turns[0]["attempts"]) == 1  # the answer that did not fit is kept
+    assert "did not fit the tool's output schema" in turns[1]["note"]

@@ -35,11 +35,9 @@ def test_a_tools_file_is_served_exactly_as_written(tmp_path: Path, shape: object
     assert toolset.domain.name == "mcp"
     prompt_tools = toolset.scenario.extras["tools"]
     assert [t["name"] for t in prompt_tools] == ["read_note", "count_notes"]
-    # The prompt's tool list has no room for output schemas: the description says them.
-    assert toolset.scenario.description == (
-        "- count_notes returns a JSON object matching this output schema: "
-        + json.dumps(NOTES_TOOLS[1]["outputSchema"])
-    )
+    # The prompt's tool list carries each output schema with its tool.
+    assert prompt_tools[1]["outputSchema"] == NOTES_TOOLS[1]["outputSchema"]
+    assert "outputSchema" not in prompt_tools[0]
 
 
 def test_an_mcp_scenario_toml_gives_its_tools_and_state(tmp_path: Path) -> None:

@@ -37,14 +37,19 @@ class Tool:
     name: str
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema of the tool's structured result, where it declares one."""
 
     def to_dict(self) -> dict[str, Any]:
         """The MCP spelling, as the system prompt shows it and scenarios store it."""
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
         }
+        if self.output_schema is not None:
+            data["outputSchema"] = self.output_schema
+        return data
 
     @property
     def parameters(self) -> list[str]:
@@ -100,7 +105,10 @@ def tool_from_dict(data: Any, where: str = "tool") -> Tool:
     if not isinstance(schema, dict):
         raise ToolListError(f"tool {name!r}: its input schema must be an object")
     description = data.get("description") or ""
-    return Tool(name.strip(), str(description), schema)
+    output = data.get("outputSchema", data.get("output_schema"))
+    if output is not None and not isinstance(output, dict):
+        raise ToolListError(f"tool {name!r}: its output schema must be an object")
+    return Tool(name.strip(), str(description), schema, output)
 
 
 def tools_from_data(data: Any) -> list[Tool]:

@@ -52,7 +52,13 @@ from agentworld_tui.agents.mcp.http import (
     uvicorn_config,
 )
 from agentworld_tui.agents.mcp.logs import route_library_logs
-from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
+from agentworld_tui.agents.mcp.results import (
+    error_result,
+    observation_result,
+    output_problem,
+    result_record,
+    unfitting,
+)
 from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
     HOLD_EVERY,
@@ -98,6 +104,8 @@ IDLE_SECONDS = 1800.0
 ends and lets go of its session file."""
 MAX_SESSIONS = 256
 """Open HTTP sessions (and 2026-07-28 worlds) at most; one more is refused."""
+OUTPUT_ASKS = 2
+"""How many times the model is asked for a result that fits a tool's output schema."""
 CHECK_THREADS = 4
 """Calls whose arguments are checked at once, off the event loop."""
 WORLD_META_KEY = "agentworld/world"
@@ -463,6 +471,30 @@ class AgentServer:
         if not answered:
             self._abandon(call, GONE_NOTE)
             return error_result(INTERRUPTED)
+        declared = self.toolset.tool(tool)
+        asked = 1
+        while (
+            call.turn.status == "complete"
+            and asked < OUTPUT_ASKS
+            and not self._closing
+            and output_problem(call.turn.observation, declared)
+        ):
+            asked += 1  # a result that breaks the output schema: ask once more
+            try:
+                call.run = self.simulator.retry(
+                    session, owner=connection.id, home=home_on(asyncio.get_running_loop())
+                )
+            except SimulatorError:
+                break
+            self._emit(TurnStarted(connection, call))
+            try:
+                answered, _final = await self._until_gone(call.run.result(), request)
+            except BaseException:
+                self._abandon(call, CANCELLED_NOTE)
+                raise
+            if not answered:
+                self._abandon(call, GONE_NOTE)
+                return error_result(INTERRUPTED)
         turn = call.turn
         if turn.status == "interrupted":
             return self._deliver(call, error_result(INTERRUPTED), observation="")
@@ -497,7 +529,21 @@ class AgentServer:
             )
             self._deliver(call, problem, observation="")
             raise MCPError.from_error_data(problem)
-        outcome = observation_result(turn.observation, self.toolset.tool(tool))
+        unfit_because = output_problem(turn.observation, declared)
+        if unfit_because:
+            turn.note = (
+                f"the world model's result did not fit the tool's output schema "
+                f"(asked {asked} times): {unfit_because}"
+            )
+            unfit = types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=unfitting(unfit_because, asked)),
+                    types.TextContent(type="text", text=turn.observation),
+                ],
+                is_error=True,
+            )
+            return self._deliver(call, unfit, observation=turn.observation)
+        outcome = observation_result(turn.observation, declared)
         return self._deliver(call, outcome, observation=turn.observation)
 
     async def _until_gone(

@@ -34,7 +34,7 @@ from agentworld_tui.domains import get_domain
 from agentworld_tui.domains.agent_tools import agent_action, agent_tools
 from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, value_problem
 from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
-from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, shown_name, tool_from_dict
+from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, Tool, shown_name, tool_from_dict
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.prompts import load_scenarios
@@ -180,31 +180,15 @@ def listed_tools(data: Any, source: str) -> list[Any]:
 
 
 def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scenario:
-    """The scenario the MCP domain's prompt is written from, with the declared tools; the
-    output schemas, which the prompt's tool list leaves out, go in its description."""
+    """The scenario the MCP domain's prompt is written from, with the declared tools
+    (name, description, input and output schemas) as its tool list."""
     from dataclasses import replace
 
-    tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in declared]
     prompt_tools = [
-        {
-            "name": t["name"],
-            "description": t.get("description", ""),
-            "inputSchema": t["inputSchema"],
-        }
-        for t in tools
+        Tool(t.name, t.description or "", dict(t.input_schema), t.output_schema).to_dict()
+        for t in declared
     ]
-    outputs = [
-        f"- {t['name']} returns a JSON object matching this output schema: "
-        + json.dumps(t["outputSchema"], ensure_ascii=False)
-        for t in tools
-        if "outputSchema" in t
-    ]
-    description = scenario.description
-    if outputs:
-        description = "\n\n".join([description, "\n".join(outputs)]).strip()
-    return replace(
-        scenario, description=description, extras={**scenario.extras, "tools": prompt_tools}
-    )
+    return replace(scenario, extras={**scenario.extras, "tools": prompt_tools})
 
 
 def from_definitions(
