@@ -42,6 +42,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
+from agentworld_tui import __version__
+from agentworld_tui.agents.mcp.events import RETRY_MS, SessionEvents, SessionScope
 from agentworld_tui.agents.mcp.http import (
     EmbeddedServer,
     Gate,
@@ -156,6 +158,7 @@ class AgentServer:
         self._connections: dict[str, AgentConnection] = {}
         """The open connections, by session id (HTTP), world key (2026-07-28) or stdio."""
         self._checker: ThreadPoolExecutor | None = None
+        self._events = SessionEvents()
         self._sweeper: asyncio.Task[None] | None = None
         self._ids = 0
         self._listeners: list[tuple[Listener, str]] = []
@@ -199,9 +202,12 @@ class AgentServer:
             transport_security=security,
             session_idle_timeout=self.idle_seconds,
             max_sessions=self.max_sessions,
+            event_store=self._events,
+            retry_interval=RETRY_MS,
         )
         self._closing = False
-        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(app, token, self._session_ended)))
+        served = SessionScope(app)
+        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(served, token, self._session_ended)))
         self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[listening]))
         while not self._uvicorn.started:
             if self._serving.done():
@@ -294,7 +300,7 @@ class AgentServer:
         toolset = self.toolset
         server: Server[Any] = Server(
             toolset.server_name,
-            version=toolset.server_version,
+            version=toolset.server_version or __version__,
             instructions=toolset.instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -371,6 +377,7 @@ class AgentServer:
     def _session_ended(self, key: str, connection: AgentConnection | None = None) -> None:
         """The client's session ended (DELETE, the SDK's idle timeout, the server
         stopping): its connection is closed now, or once its call is recorded."""
+        self._events.forget(key)
         found = self._connections.get(key)
         if found is None or (connection is not None and found is not connection):
             return
