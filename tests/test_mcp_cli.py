@@ -66,6 +66,29 @@ def test_bad_flags_are_one_line(
     assert one_line(capsys, ["mcp", "serve", *words]).startswith(said)
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--session-idle-timeout", "0", "must be a number of seconds from 1 to 604800"),
+        ("--max-sessions", "nan", "must be a whole number from 1 to 100000"),
+    ],
+)
+def test_session_bounds_out_of_range_are_refused(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, said: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "serve", "--domain", "os", flag, value])
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_session_bounds_say_the_server_s_defaults() -> None:
+    from agentworld_tui.agents.mcp import server
+    from agentworld_tui.cli import mcp
+
+    assert (mcp.IDLE_SECONDS, mcp.MAX_SESSIONS) == (server.IDLE_SECONDS, server.MAX_SESSIONS)
+
+
 def test_a_bad_schedule_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     schedule = tmp_path / "faults.toml"
     schedule.write_text('[[rule]]\npreset = "meteor"\n', encoding="utf-8")

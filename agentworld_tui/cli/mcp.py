@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from agentworld_tui.world.fictional_world import FictionalWorld
 
 DEFAULT_PORT = 8765
+IDLE_SECONDS = 1800.0  # agents/mcp/server.py's defaults, kept here so --help needs no import
+MAX_SESSIONS = 256
 TOKEN_ENV = "AGENTWORLD_MCP_TOKEN"
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
 DOMAIN_NAMES = ("terminal", "swe", "search", "web", "android", "os", "mcp")
@@ -43,6 +45,22 @@ def _port(text: str) -> int:
 def _count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1024:
         raise argparse.ArgumentTypeError("must be a whole number from 1 to 1024")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 1 to 604800")
+    return value
+
+
+def _sessions(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError("must be a whole number from 1 to 100000")
     return int(text)
 
 
@@ -106,6 +124,21 @@ def register(
         "--port", type=_port, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
     )
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    serve.add_argument(
+        "--session-idle-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        default=IDLE_SECONDS,
+        help="an HTTP session without a request for this long ends and lets go of its "
+        f"session file (default {IDLE_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_sessions,
+        metavar="N",
+        default=MAX_SESSIONS,
+        help=f"open HTTP sessions at most; one more is refused (default {MAX_SESSIONS})",
+    )
     serve.add_argument(
         "--token-env",
         metavar="VAR",
@@ -246,7 +279,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     folder = Path(args.sessions).expanduser() if args.sessions else None
     server = AgentServer(
-        simulator, toolset, sessions=SessionFolder(folder), schedule=schedule, world=world
+        simulator,
+        toolset,
+        sessions=SessionFolder(folder),
+        schedule=schedule,
+        world=world,
+        idle_seconds=args.session_idle_timeout,
+        max_sessions=args.max_sessions,
     )
     try:
         return asyncio.run(_serve(server, simulator, args, sock, token))
