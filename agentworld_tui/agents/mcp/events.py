@@ -7,7 +7,7 @@ two sessions share (each client counts its requests from 1). So the store keeps 
 event with the MCP session it was stored in, and replays only into the same session: the
 session is taken from the request being served (``SessionScope``, an ASGI layer in front
 of the SDK's app), which the tasks a request starts carry along. An event stored where no
-session can be told is never replayed. The store is bounded (events per stream, events in
+session can be told is not kept. The store is bounded (events per stream, events in
 all), and a session's events go when the session ends.
 """
 
@@ -97,6 +97,8 @@ class SessionEvents(EventStore):
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         session = _session_id()
         event_id = uuid.uuid4().hex
+        if not session:
+            return event_id  # never replayed (no session to replay into): not kept
         self._events[event_id] = _Event(session, stream_id, message)
         kept = self._streams.setdefault((session, stream_id), deque())
         kept.append(event_id)
