@@ -194,10 +194,10 @@ async def test_a_costly_argument_check_is_bounded_and_the_others_are_served_mean
             async with serving(server) as url, Client(url) as hostile, Client(url) as other:
                 began = asyncio.get_running_loop().time()
                 check = asyncio.ensure_future(hostile.call_tool("lookup", {"name": "a" * 80 + "!"}))
-                pings: list[float] = []
+                pings: list[float] = []  # the other client lists the tools meanwhile
                 while not check.done():
                     sent = asyncio.get_running_loop().time()
-                    await other.send_ping()
+                    await other.list_tools()
                     pings.append(asyncio.get_running_loop().time() - sent)
                     await asyncio.sleep(0.02)
                 took = asyncio.get_running_loop().time() - began
@@ -213,8 +213,8 @@ async def test_a_costly_argument_check_is_bounded_and_the_others_are_served_mean
         "Input validation error: lookup: the arguments could not be checked within 3 s "
         "(a pattern or a uniqueness rule of its schema costs too much for them)"
     )
-    assert 2.9 < took < 10  # a deadline, not a measurement: bench/mcp.py measures
-    assert len(pings) > 20  # the other client was answered all along
+    assert 2.9 < took < 6, took  # a deadline, not a measurement: bench/mcp.py measures
+    assert len(pings) > 20, pings  # the other client was answered all along
     assert received_text(repeated) == (
         "Input validation error: lookup: arguments.rows repeats an item (item 3000 is an "
         "earlier one again)"

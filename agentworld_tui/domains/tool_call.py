@@ -325,15 +325,19 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
             f"{tool.name}: the arguments are nested too deeply to check", field="arguments"
         ) from None
     except CheckTimeout as exc:
-        raise ActionError(
-            f"{tool.name}: {exc} (a pattern or a uniqueness rule of its schema costs too much "
-            "for them)",
-            field="arguments",
-        ) from None
+        raise ActionError(too_costly(tool.name, exc.seconds), field="arguments") from None
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ActionError(f"{tool.name}: {first}{more}", field=first.path)
+
+
+def too_costly(tool: str, seconds: float) -> str:
+    """Why a call was refused whose arguments could not be checked in time."""
+    return (
+        f"{tool}: the arguments could not be checked within {seconds:g} s (a pattern or a "
+        "uniqueness rule of its schema costs too much for them)"
+    )
 
 
 def shown_name(name: str, limit: int = 80, *, quoted: bool = True) -> str:

@@ -79,6 +79,7 @@ from agentworld_tui.agents.mcp.steering import (
 from agentworld_tui.agents.mcp.toolset import Toolset, UnknownTool
 from agentworld_tui.agents.schedule import Schedule, joined_control
 from agentworld_tui.domains.json_schema import CHECK_SECONDS, CheckTimeout, checking_within
+from agentworld_tui.domains.tool_call import too_costly
 from agentworld_tui.simulator import Simulator, SimulatorError, home_on
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.fictional_world import FictionalWorld
@@ -413,8 +414,7 @@ class AgentServer:
         connection = self._connection(ctx, params.meta)
         name = params.name
         try:
-            async with connection.check_lock:
-                action = await self._checked(name, params.arguments)
+            action = await self._checked(connection, name, params.arguments)
         except UnknownTool as exc:
             self._refused(connection, name, str(exc))
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
@@ -426,14 +426,31 @@ class AgentServer:
         async with connection.turn_lock:
             return await self._answer(connection, name, action, request)
 
-    async def _checked(self, name: str, arguments: Mapping[str, Any] | None) -> Action:
-        """``toolset.action`` on a worker thread, bounded by ``check_seconds``: a hostile
-        argument costs its own connection time, never the loop's (a connection's calls
-        are checked one at a time)."""
+    async def _checked(
+        self, connection: AgentConnection, name: str, arguments: Mapping[str, Any] | None
+    ) -> Action:
+        """``toolset.action`` on a worker thread: a hostile argument costs its own
+        connection's time, never the loop's. The agent has its answer within
+        ``check_seconds`` of wall-clock time; the check itself ends by then too, or, on a
+        machine so busy that the pattern engine (which counts CPU time) has not had that
+        much CPU yet, once it has. A connection's calls are checked one at a time, so
+        one connection never holds more than one worker."""
         if self._checker is None:
             self._checker = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="mcp-check")
         check = functools.partial(_check, self.toolset, name, arguments, self.check_seconds)
-        return await asyncio.get_running_loop().run_in_executor(self._checker, check)
+        await connection.check_lock.acquire()
+        future = asyncio.get_running_loop().run_in_executor(self._checker, check)
+
+        def checked(done: asyncio.Future[Action]) -> None:
+            connection.check_lock.release()
+            if not done.cancelled():
+                done.exception()  # seen here when the agent was answered without it
+
+        future.add_done_callback(checked)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.check_seconds + 0.2)
+        except TimeoutError:
+            raise ActionError(too_costly(name, self.check_seconds), field="arguments") from None
 
     def _refused(self, connection: AgentConnection, tool: str, message: str) -> None:
         connection.refused += 1
@@ -751,8 +768,8 @@ def _check(
     try:
         with checking_within(seconds):
             return toolset.action(name, arguments)
-    except CheckTimeout as exc:
-        raise ActionError(str(exc), field="arguments") from None
+    except CheckTimeout:
+        raise ActionError(too_costly(name, seconds), field="arguments") from None
 
 
 def _world_key(ctx: Any, meta: Mapping[str, Any] | None) -> str:
