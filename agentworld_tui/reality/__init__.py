@@ -1,0 +1,1 @@
+"""Reality in the loop: twins, routing between simulation and reality, and grounding."""
