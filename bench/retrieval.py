@@ -7,11 +7,13 @@ ids, so some words are in most calls and most words in few), results of a few hu
 a few thousand characters. At each size, calls made the same way but never stored are
 looked up (``TraceStore.similar``, 3 examples, what a grounded turn asks) and each lookup
 is timed; printed are p50, p95 and p99 in milliseconds and how the examples were found
-(BM25, or the most recent of the tool when no word was rare enough to rank by). A second
+(``bm25``: ranked by BM25; ``word``: every word of the call was too common to rank by,
+the most recent holding its rarest word; ``recent``: the tool's most recent). A second
 line times the whole grounding step (``ground``: the lookup and the prompt section, within
 the default budget). The aim: under 20 ms per call at 100,000 exchanges.
 
     python bench/retrieval.py            # up to 100,000 exchanges, 500 calls a size
+    python bench/retrieval.py --tools 1  # every exchange of one tool: the worst case
     python bench/retrieval.py --quick    # up to 1,000, seconds
 """
 
@@ -41,8 +43,9 @@ TOOLS = 25
 class Traffic:
     """Calls and results in the shape of one MCP server's traffic."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, tools: int = TOOLS) -> None:
         self.rng = random.Random(seed)
+        self.tools = tools
         self.words = [f"{stem}{i}" for i, stem in enumerate(_STEMS * 400)]
 
     def word(self) -> str:
@@ -50,7 +53,7 @@ class Traffic:
         return self.words[min(rank, len(self.words) - 1)]
 
     def call(self) -> tuple[str, dict[str, object]]:
-        tool = self.rng.randrange(TOOLS)
+        tool = self.rng.randrange(self.tools)
         kind = tool % 5
         if kind == 0:
             arguments: dict[str, object] = {
@@ -80,15 +83,21 @@ _STEMS = ("src", "user", "order", "note", "lib", "test", "doc", "item", "main", 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=500, help="lookups at each size")
+    parser.add_argument(
+        "--tools", type=int, default=TOOLS, help="tools the traffic is spread over (1: worst)"
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     sizes = SIZES[:3] if args.quick else SIZES
     calls = 50 if args.quick else args.calls
     print(machine())
-    print(f"retrieval cost per call, ms ({calls} calls at each size, 3 examples a call)")
+    print(
+        f"retrieval cost per call, ms ({calls} calls at each size, 3 examples a call, "
+        f"{args.tools} tools)"
+    )
     print(f"{'exchanges':>10}  {'p50':>7} {'p95':>7} {'p99':>7}  {'ground p95':>10}  found by")
-    stored = Traffic(1)
-    asked = Traffic(2)
+    stored = Traffic(1, args.tools)
+    asked = Traffic(2, args.tools)
     at_largest = 0.0
     with tempfile.TemporaryDirectory() as folder:
         store = TraceStore(Path(folder) / "traces.db", create=True)
@@ -117,7 +126,8 @@ def main() -> None:
             total = sum(how.values()) or 1
             print(
                 f"{size:>10,}  {p50:7.2f} {p95:7.2f} {p99:7.2f}  {percentile(grounding, 95):10.2f}"
-                f"  bm25 {100 * how['bm25'] / total:.0f}%, recent {100 * how['recent'] / total:.0f}%"
+                f"  bm25 {100 * how['bm25'] / total:.0f}%, word {100 * how['word'] / total:.0f}%,"
+                f" recent {100 * how['recent'] / total:.0f}%"
                 f" of examples; {100 * answered / calls:.0f}% of calls had one"
                 f"  (added at {added / max(build, 1e-9):,.0f}/s)"
             )

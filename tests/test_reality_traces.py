@@ -94,7 +94,8 @@ def test_a_call_of_common_words_is_still_answered(tmp_path: Path) -> None:
     exchanges = [read(f"src/main.py {i}", f"v{i}") for i in range(traces.POSTINGS_BUDGET + 10)]
     with store(tmp_path, exchanges) as kept:
         found = kept.similar("mcp", "read_file", {"path": "src/main.py"}, limit=2)
-        assert len(found.matches) == 2
+        assert [m.how for m in found.matches] == ["word", "word"]
+        assert [m.exchange.id for m in found.matches] == [len(exchanges), len(exchanges) - 1]
         assert all(m.exchange.arguments["path"].startswith("src/main.py") for m in found.matches)
 
 

@@ -120,15 +120,20 @@ class Exchange:
         return line if len(line) <= width else line[: width - 1] + "…"
 
 
+How = Literal["bm25", "word", "recent"]
+"""How an example was found: ranked by BM25 over the call's rarer words; the most recent
+holding the call's rarest word (every word of the call was too common to rank by); the
+tool's most recent (too few shared a word with the call)."""
+
+
 @dataclass(frozen=True)
 class Match:
-    """An exchange found for a call: by BM25 over the arguments, or (when too few share a
-    word with the call) among the tool's most recent ones."""
+    """An exchange found for a call, and how (``How``)."""
 
     exchange: Exchange
-    how: Literal["bm25", "recent"]
+    how: How
     score: float = 0.0
-    """BM25 (higher is more similar); 0 for ``recent``."""
+    """BM25 (higher is more similar); 0 when not ranked (``word``, ``recent``)."""
 
 
 @dataclass(frozen=True)
@@ -471,7 +476,7 @@ class TraceStore:
             return Retrieval()
         words = list(dict.fromkeys(indexed_terms(domain, tool, arguments)))
         over = limit + len(exclude)
-        ranked: list[tuple[int, float, Literal["bm25", "recent"]]] = []
+        ranked: list[tuple[int, float, How]] = []
         problem = ""
         try:
             with self._lock:
@@ -502,15 +507,13 @@ class TraceStore:
         )
         return Retrieval(matches, skipped + len(exchanges) - len(matches), problem)
 
-    def _ranked(
-        self, words: list[str], limit: int
-    ) -> list[tuple[int, float, Literal["bm25", "recent"]]]:
+    def _ranked(self, words: list[str], limit: int) -> list[tuple[int, float, How]]:
         """BM25's best ``limit`` among the exchanges holding the call's rarest words.
 
         FTS5 reads every index entry of a word it ranks by (to weigh the word), so only
         words with at most POSTINGS_BUDGET entries between them are ranked by: words that
         most calls hold say little about which calls are alike. When every word is that
-        common, the most recent exchanges holding the rarest one stand in, unranked.
+        common, the most recent exchanges holding the rarest one stand in (``word``).
         """
         marks = ",".join("?" * len(words))
         found = self._db.execute(
@@ -532,7 +535,7 @@ class TraceStore:
                 "ORDER BY rowid DESC LIMIT ?",
                 (f'"{known[0][1]}"', limit),
             ).fetchall()
-            return [(int(r), 0.0, "recent") for (r,) in rows]
+            return [(int(r), 0.0, "word") for (r,) in rows]
         rows = self._db.execute(
             "SELECT rowid, rank FROM exchange_terms WHERE exchange_terms MATCH ? "
             "ORDER BY rank LIMIT ?",
