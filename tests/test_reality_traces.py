@@ -201,19 +201,24 @@ def test_a_store_with_objects_of_its_own_is_refused(tmp_path: Path) -> None:
 
 
 def test_damaged_rows_are_skipped_with_a_count(tmp_path: Path) -> None:
-    store(tmp_path, [read(f"file{i}", f"text {i}") for i in range(6)]).close()
-    with sqlite3.connect(tmp_path / "traces.db") as db:  # ids 1..6 hold file0..file5
+    store(tmp_path, [read(f"file{i}", f"text {i}") for i in range(8)]).close()
+    with sqlite3.connect(tmp_path / "traces.db") as db:  # ids 1..8 hold file0..file7
         db.execute("UPDATE exchanges SET arguments = 'not json' WHERE id = 1")
         db.execute("UPDATE exchanges SET observation = X'00ff' WHERE id = 2")
         db.execute("UPDATE exchanges SET at = 'yesterday' WHERE id = 3")
         db.execute("UPDATE exchanges SET arguments = ? WHERE id = 4", ("[" * 200 + "]" * 200,))
         db.execute("DELETE FROM exchanges WHERE id = 5")
+        db.execute("UPDATE exchanges SET observation = ? WHERE id = 7", ("y" * 5_000_000,))
+        db.execute("UPDATE exchanges SET observation = ? WHERE id = 8", ("z" * 3_000_000,))
     with TraceStore(tmp_path / "traces.db", writable=False) as kept:
-        every = " ".join(f"file{i}" for i in range(6))
-        found = kept.similar("mcp", "read_file", {"path": every}, limit=6)
-        assert [(m.exchange.id, m.how) for m in found.matches] == [(6, "bm25")]
-        assert found.skipped == 5  # four damaged rows, one the index still names
+        every = " ".join(f"file{i}" for i in range(8))
+        found = kept.similar("mcp", "read_file", {"path": every}, limit=8)
+        assert sorted(m.exchange.id for m in found.matches) == [6, 8]
+        assert {m.how for m in found.matches} == {"bm25"}
+        assert found.skipped == 6  # five damaged rows, one the index still names
         assert found.problem == ""
+        cut = next(m.exchange for m in found.matches if m.exchange.id == 8)
+        assert len(cut.observation) == traces.MAX_OBSERVATION_CHARS + 200
 
 
 def test_a_damaged_index_is_a_problem_not_an_exception_and_can_be_repaired(

@@ -441,24 +441,16 @@ class TraceStore:
 
     def get(self, ids: Collection[int]) -> tuple[list[Exchange], int]:
         """The exchanges with these ids that can be read, in the order given, and how
-        many could not."""
+        many could not (each row is read on its own: one too large or damaged to read
+        costs only itself)."""
+        found: list[Exchange] = []
         wanted = [i for i in ids if isinstance(i, int)]
-        if not wanted:
-            return [], 0
-        marks = ",".join("?" * len(wanted))
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, domain, tool, substr(arguments, 1, ?), substr(observation, 1, ?), "
-                "substr(source, 1, ?), at FROM exchanges WHERE id IN (" + marks + ")",
-                (MAX_ARGUMENTS_CHARS + 1, MAX_OBSERVATION_CHARS + 200, MAX_SOURCE_CHARS, *wanted),
-            ).fetchall()
-        found: dict[int, Exchange] = {}
-        for row in rows:
-            exchange = _exchange(row)
-            if exchange is not None:
-                found[exchange.id] = exchange
-        ordered = [found[i] for i in wanted if i in found]
-        return ordered, len(wanted) - len(ordered)
+            for row_id in wanted:
+                exchange = _read_exchange(self._db, row_id)
+                if exchange is not None:
+                    found.append(exchange)
+        return found, len(wanted) - len(found)
 
     def similar(
         self,
@@ -493,12 +485,7 @@ class TraceStore:
         except (sqlite3.Error, ValueError, TypeError) as exc:
             problem = f"the trace store could not be searched ({exc})"
         chosen = [item for item in ranked if item[0] not in exclude][:limit]
-        try:
-            exchanges, skipped = self.get([r for r, _, _ in chosen])
-        except sqlite3.Error as exc:
-            return Retrieval(
-                (), len(chosen), problem or f"the trace store could not be read ({exc})"
-            )
+        exchanges, skipped = self.get([r for r, _, _ in chosen])
         by_id = {e.id: e for e in exchanges}
         matches = tuple(
             Match(by_id[r], how, score)
@@ -695,28 +682,42 @@ def repair_store(path: Path) -> ImportReport:
 
 
 def _readable(db: sqlite3.Connection, report: ImportReport) -> Iterator[Exchange]:
-    """The exchanges of a damaged store that can still be read, in id order; a batch of
-    rows that cannot be read ends the reading, with a note."""
+    """The exchanges of a damaged store that can still be read, in id order; a row that
+    cannot be read is skipped and counted, ids that cannot be listed end the reading."""
     last = 0
     while True:
         try:
-            rows = db.execute(
-                "SELECT id, domain, tool, substr(arguments, 1, ?), substr(observation, 1, ?), "
-                "substr(source, 1, ?), at FROM exchanges WHERE id > ? ORDER BY id LIMIT 1000",
-                (MAX_ARGUMENTS_CHARS + 1, MAX_OBSERVATION_CHARS + 200, MAX_SOURCE_CHARS, last),
-            ).fetchall()
+            ids = [
+                r
+                for (r,) in db.execute(
+                    "SELECT id FROM exchanges WHERE id > ? ORDER BY id LIMIT 1000", (last,)
+                )
+            ]
         except sqlite3.Error as exc:
-            report.skip(f"the exchanges after id {last} could not be read ({exc})")
+            report.skip(f"the exchanges after id {last} could not be listed ({exc})")
             return
-        if not rows:
+        if not ids:
             return
-        for row in rows:
-            last = row[0] if isinstance(row[0], int) else last
-            exchange = _exchange(row)
+        for row_id in ids:
+            last = row_id
+            exchange = _read_exchange(db, row_id)
             if exchange is None:
-                report.skip(f"exchange {last}: damaged")
+                report.skip(f"exchange {row_id}: damaged")
                 continue
             yield exchange
+
+
+def _read_exchange(db: sqlite3.Connection, row_id: int) -> Exchange | None:
+    """One row, its values bounded, or None when it cannot be read or is not an exchange."""
+    try:
+        row = db.execute(
+            "SELECT id, domain, tool, substr(arguments, 1, ?), substr(observation, 1, ?), "
+            "substr(source, 1, ?), at FROM exchanges WHERE id = ?",
+            (MAX_ARGUMENTS_CHARS + 1, MAX_OBSERVATION_CHARS + 200, MAX_SOURCE_CHARS, row_id),
+        ).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else _exchange(row)
 
 
 # -- reading what to import -----------------------------------------------------------------
