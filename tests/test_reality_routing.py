@@ -153,7 +153,7 @@ def test_a_condition_on_a_default_value_says_so(tmp_path: Path) -> None:
     [
         ("[[rule]]\nroute = sim\n", 2, "not valid TOML: Invalid value"),
         ("verison = 1\n", 1, "unknown key 'verison'"),
-        ("version = 2\n", 1, "version this version reads rule files of version 1 (got 2)"),
+        ("version = 2\n", 1, "version must be 1, the version of rule files this program reads"),
         ('default = "live"\n', 1, "default must be one of real, sim, shadow (got 'live')"),
         (
             '[[rule]]\nroute = "real"\n\n[[rule]]\nname = "x"\nroute = "live"\n',
@@ -167,7 +167,12 @@ def test_a_condition_on_a_default_value_says_so(tmp_path: Path) -> None:
             "rule 1: readOnlyHint must be true, false or \"absent\" (got 'yes')",
         ),
         ('[[rule]]\nroute = "sim"\nread_only = true\n', 3, "rule 1: unknown key 'read_only'"),
-        ('[[rule]]\nroute = "sim"\ntool = ""\n', 3, "rule 1: tool a pattern must be a non-empty"),
+        (
+            'default = "sim"\n\n[rules]\nx = 1\n',
+            3,
+            "unknown key 'rules' (known: default, on_failure, rule, version)",
+        ),
+        ('[[rule]]\nroute = "sim"\ntool = ""\n', 3, "rule 1: tool must not hold an empty pattern"),
         ('[[rule]]\nroute = "sim"\ntool = 3\n', 3, "rule 1: tool must be a pattern or a list"),
         (
             '[[rule]]\nroute = "sim"\nannotated = "no"\n',
@@ -175,7 +180,7 @@ def test_a_condition_on_a_default_value_says_so(tmp_path: Path) -> None:
             "rule 1: annotated must be true or false",
         ),
         ('[[rule]]\nroute = "sim"\non_failure = "retry"\n', 3, "rule 1: on_failure must be one of"),
-        ('rule = "all"\n', 1, "rule rules are written as [[rule]] tables"),
+        ('rule = "all"\n', 1, "rule must be written as [[rule]] tables"),
     ],
 )
 def test_a_rule_file_with_an_error_is_refused_with_the_line(
@@ -208,7 +213,7 @@ def test_files_that_cannot_be_read_are_refused(tmp_path: Path) -> None:
     with pytest.raises(RuleFileError, match="larger than"):
         load_rules(huge)
     many = "".join('[[rule]]\nroute = "sim"\n' for _ in range(1001))
-    with pytest.raises(RuleFileError, match="1,001 rules"):
+    with pytest.raises(RuleFileError, match="rule must be at most 1,000 rules, not 1,001"):
         parse_rules(many)
 
 

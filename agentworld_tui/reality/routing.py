@@ -158,10 +158,20 @@ def _patterns(value: Any) -> tuple[str, ...]:
         raise ValueError('must be a pattern or a list of patterns, such as "read_*"')
     for item in items:
         if not isinstance(item, str) or not item.strip():
-            raise ValueError("a pattern must be a non-empty text")
+            raise ValueError("must not hold an empty pattern")
         if len(item) > MAX_PATTERN_CHARS:
-            raise ValueError(f"a pattern of {len(item):,} characters (at most {MAX_PATTERN_CHARS})")
+            raise ValueError(f"must hold patterns of at most {MAX_PATTERN_CHARS} characters")
     return tuple(items)
+
+
+def _optional_patterns(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else _patterns(value)
+
+
+def _affects(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and not value:
+        return ()
+    return _optional_patterns(value)
 
 
 def _hint(value: Any) -> bool | str | None:
@@ -176,30 +186,39 @@ def _flag(value: Any) -> bool | None:
     raise ValueError("must be true or false")
 
 
-def _choice(options: tuple[str, ...]) -> Any:
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value in options:
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 200:
+        raise ValueError("must be a text of at most 200 characters")
+    return value
+
+
+def _choice(*options: str, optional: bool = False) -> Any:
+    def check(value: Any) -> str | None:
+        if (optional and value is None) or (isinstance(value, str) and value in options):
             return value
         raise ValueError(f"must be one of {', '.join(options)}")
 
     return BeforeValidator(check)
 
 
-def _optional_patterns(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else _patterns(value)
+def _version(value: Any) -> int:
+    if value == 1 and not isinstance(value, bool):
+        return 1
+    raise ValueError("must be 1, the version of rule files this program reads")
+
+
+def _rules(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise ValueError("must be written as [[rule]] tables")
+    if len(value) > MAX_RULES:
+        raise ValueError(f"must be at most {MAX_RULES:,} rules, not {len(value):,}")
+    return value
 
 
 _Patterns = Annotated[tuple[str, ...] | None, BeforeValidator(_optional_patterns)]
 _Hint = Annotated[bool | str | None, BeforeValidator(_hint)]
-_Flag = Annotated[bool | None, BeforeValidator(_flag)]
-_Route = Annotated[str, _choice(tuple(Route))]
-_Fallback = Annotated[str, _choice(("sim", "fail"))]
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or len(value) > 200:
-        raise ValueError("must be a text of at most 200 characters")
-    return value
+_Route = Annotated[str, _choice(*Route)]
+_Fallback = Annotated[str, _choice("sim", "fail")]
 
 
 class _RuleModel(BaseModel):
@@ -212,49 +231,19 @@ class _RuleModel(BaseModel):
     destructive: _Hint = Field(None, alias="destructiveHint")
     idempotent: _Hint = Field(None, alias="idempotentHint")
     open_world: _Hint = Field(None, alias="openWorldHint")
-    annotated: _Flag = None
+    annotated: Annotated[bool | None, BeforeValidator(_flag)] = None
     route: _Route
-    affects: Annotated[tuple[str, ...] | None, BeforeValidator(lambda v: _affects(v))] = None
-    on_failure: Annotated[str | None, BeforeValidator(lambda v: _optional_fallback(v))] = None
-
-
-def _optional_fallback(value: Any) -> str | None:
-    if value is None or value in ("sim", "fail"):
-        return value  # type: ignore[no-any-return]
-    raise ValueError("must be one of sim, fail")
-
-
-def _affects(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, list) and not value:
-        return ()
-    return _patterns(value)
+    affects: Annotated[tuple[str, ...] | None, BeforeValidator(_affects)] = None
+    on_failure: Annotated[str | None, _choice("sim", "fail", optional=True)] = None
 
 
 class _FileModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: Annotated[int, BeforeValidator(lambda v: _version(v))] = 1
+    version: Annotated[int, BeforeValidator(_version)] = 1
     default: _Route = "sim"
     on_failure: _Fallback = "sim"
-    rule: Annotated[list[_RuleModel], BeforeValidator(lambda v: _rules(v))] = Field(
-        default_factory=list
-    )
-
-
-def _version(value: Any) -> int:
-    if value == 1 and not isinstance(value, bool):
-        return 1
-    raise ValueError("this version reads rule files of version 1")
-
-
-def _rules(value: Any) -> Any:
-    if not isinstance(value, list):
-        raise ValueError("rules are written as [[rule]] tables")
-    if len(value) > MAX_RULES:
-        raise ValueError(f"{len(value):,} rules (at most {MAX_RULES:,})")
-    return value
+    rule: Annotated[list[_RuleModel], BeforeValidator(_rules)] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -418,21 +407,6 @@ def _toml_problem(message: str) -> tuple[int, str]:
     return int(found.group(1)), f"not valid TOML: {message[: found.start()]}"
 
 
-_KEYS = {
-    "readOnlyHint",
-    "destructiveHint",
-    "idempotentHint",
-    "openWorldHint",
-    "name",
-    "tool",
-    "server",
-    "annotated",
-    "route",
-    "affects",
-    "on_failure",
-}
-
-
 def _problem(error: Any, lines: _Lines) -> tuple[int, str]:
     loc = list(error["loc"])
     rule: int | None = None
@@ -444,7 +418,8 @@ def _problem(error: Any, lines: _Lines) -> tuple[int, str]:
         key = str(loc[0])
     kind = error["type"]
     if kind == "extra_forbidden":
-        known = sorted(_KEYS) if rule is not None else ["default", "on_failure", "rule", "version"]
+        model = _RuleModel if rule is not None else _FileModel
+        known = sorted(f.alias or n for n, f in model.model_fields.items())
         text = f"unknown key {_shown(key)} (known: {', '.join(known)})"
     elif kind == "missing":
         text = f"{key} is missing"
@@ -493,7 +468,12 @@ class _Lines:
         return self._find(key, start + 1, end) or start
 
     def top(self, key: str) -> int:
-        return self._find(key, 1, self.first_table) if key else 0
+        """A top-level key's line, or the header of a table of that name."""
+        if not key:
+            return 0
+        table = re.compile(rf"^\s*\[{{1,2}}\s*{re.escape(key)}\s*\]")
+        found = self._find(key, 1, self.first_table)
+        return found or next((i for i, t in enumerate(self.lines, 1) if table.match(t)), 0)
 
     def _find(self, key: str, start: int, end: int) -> int:
         if not key:
