@@ -61,8 +61,9 @@ TokenCounter = Callable[[str], int]
 
 
 def approx_tokens(text: str) -> int:
-    """Tokens by a rule of thumb (three characters a token), an over-estimate for
-    English, code and JSON with Qwen's tokenizer: a budget it keeps is kept."""
+    """Tokens by a rule of thumb, three characters a token: more than Qwen's tokenizer
+    counts for English prose and most code, fewer for dense JSON, long numbers and
+    non-Latin scripts. Give the engine's own counter where the budget must be exact."""
     return (len(text) + 2) // 3
 
 
