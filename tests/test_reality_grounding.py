@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -117,17 +118,17 @@ def test_a_conversation_is_grounded_in_its_current_turn_only(store: TraceStore) 
     ids=["approx", "words", "chars"],
 )
 def test_the_examples_fit_the_budget_by_any_counter(
-    tmp_path: Path, budget: int, counter: object
+    tmp_path: Path, budget: int, counter: Callable[[str], int]
 ) -> None:
-    count = counter  # type: ignore[assignment]
+    count = counter
     exchanges = [
         note("a", "short answer", 1),
         note("b", "\n".join(f"line {i} of a long note" for i in range(400)), 2),
         note("c", "medium " * 60, 3),
     ]
-    grounding = render_examples("mcp", "read_note", exchanges, budget=budget, count_tokens=count)  # type: ignore[arg-type]
-    assert count(grounding.text) <= budget  # type: ignore[operator]
-    assert grounding.tokens == (count(grounding.text) if grounding.text else 0)  # type: ignore[operator]
+    grounding = render_examples("mcp", "read_note", exchanges, budget=budget, count_tokens=count)
+    assert count(grounding.text) <= budget
+    assert grounding.tokens == (count(grounding.text) if grounding.text else 0)
     assert set(grounding.cut) <= set(grounding.examples)
     for shown in grounding.examples:
         assert f"Example {grounding.examples.index(shown) + 1}, arguments:" in grounding.text

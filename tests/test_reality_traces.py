@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 MCP = McpDomain()
 
 
-def store(tmp_path: Path, exchanges: list[Exchange] = (), name: str = "traces.db") -> TraceStore:  # type: ignore[assignment]
+def store(
+    tmp_path: Path, exchanges: Sequence[Exchange] = (), name: str = "traces.db"
+) -> TraceStore:
     found = TraceStore(tmp_path / name, create=True)
     if exchanges:
         found.add_many(exchanges)
@@ -112,7 +115,7 @@ def test_calls_are_read_from_every_kind_of_action() -> None:
 def test_a_store_of_100000_exchanges(tmp_path: Path) -> None:
     tools = [f"tool_{t}" for t in range(20)]
 
-    def made() -> object:
+    def made() -> Iterator[Exchange]:
         for i in range(100_000):
             yield Exchange(
                 tools[i % 20],
@@ -122,7 +125,7 @@ def test_a_store_of_100000_exchanges(tmp_path: Path) -> None:
             )
 
     with store(tmp_path) as kept:
-        report = kept.add_many(made())  # type: ignore[arg-type]
+        report = kept.add_many(made())
         assert (report.read, report.added, report.skipped) == (100_000, 100_000, 0)
         planted = kept.add(
             Exchange("tool_3", {"path": "vendor/rare/thing.py", "query": "needle"}, "found it")
@@ -328,7 +331,9 @@ def bench_line(turns: list[tuple[str, str]], turn_idx: int) -> str:
     )
 
 
-def test_benchmark_lines_give_every_recorded_turn_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_benchmark_lines_give_every_recorded_turn_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     turns = [
         ('{"name": "search", "arguments": {"q": "cats"}}', "3 results"),
         ('{"name": "open", "arguments": {"id": 2}}', "A page about cats"),
