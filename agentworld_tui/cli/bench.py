@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -271,8 +272,6 @@ def _judge(
     prompts: JudgePrompts,
     args: argparse.Namespace,
 ) -> int:
-    from dataclasses import replace
-
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
     from agentworld_tui.engines.factory import make_engine

@@ -32,7 +32,10 @@ DEFAULT_PORT = 8766
 """Beside ``mcp serve``'s 8765; 8000 is llama.cpp's and vLLM's, 30000 SGLang's."""
 TOKEN_ENV = "AGENTWORLD_ENV_TOKEN"
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
-EXTRA_HINT = "pip install 'agentworld-tui[openenv]'"
+EXTRA_HINT = (
+    "pipx inject agentworld-tui 'openenv-core>=0.3,<0.4' (a pipx install), or "
+    "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
+)
 LIBRARY_LOGS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "openenv")
 
 

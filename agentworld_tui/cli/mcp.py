@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,8 +203,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
         ]
     }
     if args.output:
-        import json
-
         from agentworld_tui.world.store import write_atomic
 
         try:
@@ -230,8 +230,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     toolset = toolset_from_args(args)
     if args.name:
-        from dataclasses import replace
-
         toolset = replace(toolset, server_name=args.name)
     schedule = schedule_from_args(args, toolset.domain.name)
     world = _world(args.world) if args.world else None

@@ -40,10 +40,11 @@ from agentworld_tui.evaluation.workers import run_each
 from agentworld_tui.world.context import first_kept_turn, history_budget
 from agentworld_tui.world.store import write_atomic
 from agentworld_tui.world.trajectories import (
+    BadLines,
     Sample,
     TrajectoryError,
     benchmark_files,
-    parse_sample,
+    read_samples,
 )
 
 RUN_FILE = "run.json"
@@ -123,45 +124,29 @@ def load_samples(
         if not files:
             raise BenchError(f"{path}: no benchmark file for {', '.join(sorted(wanted))}")
     samples: list[Sample] = []
-    problems: list[str] = []
+    bad = BadLines(MAX_PROBLEMS)
     counts: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
-    bad = 0
     for file in files:
         fallback = default_task or file.name.removesuffix(".jsonl").removesuffix("_test")
         if limit is not None and counts[fallback] >= limit:
             continue
         try:
-            handle = file.open(encoding="utf-8")
-        except OSError as exc:
-            raise BenchError(f"{file}: cannot read ({exc.strerror or exc})") from None
-        with handle:
-            try:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        sample = parse_sample(line, fallback, f"{file.name}:{number}")
-                    except TrajectoryError as exc:
-                        bad += 1
-                        if len(problems) < MAX_PROBLEMS:
-                            problems.append(str(exc))
-                        continue
-                    if wanted and sample.domain not in wanted:
-                        continue
-                    if known is not None and not known(sample.domain):
-                        unknown[sample.domain] += 1
-                        continue
-                    if limit is not None and counts[sample.domain] >= limit:
-                        if sample.domain == fallback:
-                            break
-                        continue
-                    counts[sample.domain] += 1
-                    samples.append(sample)
-            except UnicodeDecodeError:
-                raise BenchError(f"{file}: not UTF-8 text") from None
-    if bad > len(problems):
-        problems.append(f"{bad - len(problems)} more bad lines skipped")
+            for sample in read_samples(file, fallback, bad):
+                if wanted and sample.domain not in wanted:
+                    continue
+                if known is not None and not known(sample.domain):
+                    unknown[sample.domain] += 1
+                    continue
+                if limit is not None and counts[sample.domain] >= limit:
+                    if sample.domain == fallback:
+                        break
+                    continue
+                counts[sample.domain] += 1
+                samples.append(sample)
+        except TrajectoryError as exc:
+            raise BenchError(str(exc)) from None
+    problems = bad.summary()
     for name, count in sorted(unknown.items()):
         problems.append(f"{count} samples of the unknown domain {name!r} skipped")
     if not samples:

@@ -47,7 +47,13 @@ from agentworld_tui.evaluation.results import record_line
 from agentworld_tui.evaluation.scores import RunScores, SampleScore, official_of, score_samples
 from agentworld_tui.judging.verdicts import read_verdict
 from agentworld_tui.world.judgement import DIMENSIONS
-from agentworld_tui.world.trajectories import TrajectoryError, benchmark_files, parse_sample
+from agentworld_tui.world.trajectories import (
+    BadLines,
+    TrajectoryError,
+    benchmark_files,
+    jsonl_lines,
+    parse_sample,
+)
 
 PREDICTIONS = "predictions.jsonl"
 JUDGED = "judged.jsonl"
@@ -108,35 +114,25 @@ class OfficialRecords:
 def read_records(path: Path) -> OfficialRecords:
     """Every JSON object line of ``path``; other lines are skipped and reported."""
     found = OfficialRecords({})
-    bad = 0
+    bad = BadLines(MAX_PROBLEMS)
     for source, line in _lines(path):
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):
             record = None
         if not isinstance(record, dict):
-            bad += 1
-            if len(found.problems) < MAX_PROBLEMS:
-                found.problems.append(f"{source}: not a JSON object; skipped")
+            bad.add(f"{source}: not a JSON object; skipped")
             continue
         found.records[source] = record
-    if bad > len(found.problems):
-        found.problems.append(f"{bad - len(found.problems)} more bad lines skipped")
+    found.problems = bad.summary()
     return found
 
 
 def _lines(path: Path) -> Iterator[tuple[str, str]]:
     try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise BenchError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    with handle:
-        try:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    yield f"{path.name}:{number}", line
-        except UnicodeDecodeError:
-            raise BenchError(f"{path}: not UTF-8 text") from None
+        yield from jsonl_lines(path)
+    except TrajectoryError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _domain(record: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ them has turn logic of its own.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -78,8 +79,6 @@ class Simulator:
 
     def load_and_wait(self, engine: Engine | None = None) -> str | None:
         """Load (or switch to ``engine``) and wait; returns the error, or None."""
-        import threading
-
         done = threading.Event()
         self.load(on_done=lambda _error: done.set(), engine=engine)
         done.wait()

@@ -15,6 +15,7 @@ from agentworld_tui.engines.base import (
     Engine,
     EngineError,
     EngineEvent,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -67,9 +68,10 @@ def outcome(event: Finished, *, started: bool = True) -> tuple[TurnStatus, str]:
     return "complete", ""
 
 
-def failed(message: str) -> Finished:
+def failed(message: str, kind: ErrorKind = ErrorKind.FAILED) -> Finished:
     """The last event of a turn that could not run."""
-    return Finished("", "", False, GenerationStats(stop_reason="error"), error=message)
+    stats = GenerationStats(stop_reason="error")
+    return Finished("", "", False, stats, error=message, error_kind=kind)
 
 
 def generate(
@@ -95,7 +97,7 @@ def generate(
             yield event
     except EngineError as exc:
         log.warning("a turn failed: %s", exc)
-        finished = failed(str(exc))
+        finished = failed(str(exc), exc.kind)
     if finished is None:  # the engine ended without its final event
         finished = Finished("", "", False, GenerationStats(stop_reason="cancelled"))
     yield finished

@@ -1,9 +1,10 @@
 """The simulator as an environment for agents: Python (sync and asyncio), pools of many,
 OpenEnv over HTTP and WebSockets, Gymnasium, and rollouts of a policy model.
 
-    from agentworld_tui.agents.env import Environment
+    from agentworld_tui.agents.env import Environment, GenerationParams
 
-    with Environment("terminal", engine="http://127.0.0.1:8000/v1", scenario="web-server") as env:
+    params = GenerationParams(max_tokens=4096)  # the default lets a step run to 32,768 tokens
+    with Environment("terminal", engine="http://127.0.0.1:8000/v1", params=params) as env:
         first = env.reset()
         step = env.step("df -h\\n")
         print(step.observation.text, step.cost.generated_tokens)
@@ -38,6 +39,7 @@ from agentworld_tui.agents.schedule import (
     load_schedule,
     parse_schedule,
 )
+from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.world.action import ActionError
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "EnvError",
     "Environment",
     "EnvironmentPool",
+    "GenerationParams",
     "Observation",
     "PendingStep",
     "RetryPolicy",
