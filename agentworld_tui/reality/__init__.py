@@ -4,7 +4,8 @@ prediction is from what reality answered.
 Below the front-ends, beside the simulator: it knows actions and domains, never a
 front-end. ``make_twin`` gives the twin of a domain; ``TwinRunner`` is how every front-end
 drives one; ``divergence`` compares a prediction with reality; ``episode_figures`` sums up
-an episode.
+an episode. ``routing`` decides which calls reach reality, ``traces`` keeps what reality
+answered, and ``grounding`` shows the world model similar real answers.
 """
 
 from __future__ import annotations
