@@ -119,12 +119,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_env_serve(args: argparse.Namespace) -> int:
-    from agentworld_tui.agents.env.environment import (
-        EnvError,
-        resolve_domain,
-        resolve_scenario,
-        resolve_world,
-    )
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
     from agentworld_tui.agents.guard import GuardError, ListenError, bind, require_token
 
     settings = settings_from_args(args)
