@@ -399,7 +399,8 @@ def test_a_client_that_leaves_mid_step_leaves_no_traceback(served: Served) -> No
 
 
 def test_a_scenario_is_chosen_by_name_never_by_path(tmp_path: Path) -> None:
-    from agentworld_tui.agents.env.environment import EnvError, resolve_domain, scenario_named
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.scenarios import resolve_domain, scenario_named
     from agentworld_tui.world.domain import Scenario
 
     terminal = resolve_domain("terminal")

@@ -13,11 +13,11 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentworld_tui.cli.episode_flags import add_concurrency, add_max_steps, whole
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 
@@ -37,16 +37,6 @@ EXTRA_HINT = (
     "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
 )
 LIBRARY_LOGS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "openenv")
-
-
-def _whole(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
-        return int(text)
-
-    parse.__name__ = "a whole number"
-    return parse
 
 
 def register(
@@ -76,14 +66,12 @@ def register(
     )
     serve.add_argument("--world", metavar="NAME", help="a fictional world by name, or a .toml")
     add_schedule_flags(serve)
-    serve.add_argument(
-        "--max-steps", type=_whole(1, 100_000), metavar="N", help="end each episode after N steps"
-    )
+    add_max_steps(serve, most=100_000, default=None, help="end each episode after N steps")
     serve.add_argument(
         "--host", default="127.0.0.1", help="address (default 127.0.0.1; another needs a token)"
     )
     serve.add_argument(
-        "--port", type=_whole(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+        "--port", type=whole(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
     )
     serve.add_argument(
         "--token-env",
@@ -94,16 +82,14 @@ def register(
     )
     serve.add_argument(
         "--max-sessions",
-        type=_whole(1, 100_000),
+        type=whole(1, 100_000),
         default=256,
         metavar="N",
         help="WebSocket sessions at once (default 256)",
     )
-    serve.add_argument(
-        "--concurrency",
-        type=_whole(1, 4096),
+    add_concurrency(
+        serve,
         default=64,
-        metavar="N",
         help="requests in flight on a server at once (default 64; match its parallel slots)",
     )
     serve.add_argument(
@@ -119,12 +105,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_env_serve(args: argparse.Namespace) -> int:
-    from agentworld_tui.agents.env.environment import (
-        EnvError,
-        resolve_domain,
-        resolve_scenario,
-        resolve_world,
-    )
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
     from agentworld_tui.agents.guard import GuardError, ListenError, bind, require_token
 
     settings = settings_from_args(args)

@@ -21,17 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.cli.episode_flags import (
+    MAX_CONCURRENCY,
+    add_concurrency,
+    add_max_steps,
+    whole,
+)
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
-
-
-def _whole(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
-        return int(text)
-
-    parse.__name__ = "a whole number"
-    return parse
 
 
 def _temperature(text: str) -> float:
@@ -66,7 +62,7 @@ def register(
     )
     policy.add_argument("--policy-api-key-env", metavar="VAR", help="variable holding its API key")
     policy.add_argument("--policy-temperature", type=_temperature, metavar="T")
-    policy.add_argument("--policy-max-tokens", type=_whole(1, 1 << 20), metavar="N")
+    policy.add_argument("--policy-max-tokens", type=whole(1, 1 << 20), metavar="N")
     policy.add_argument(
         "--policy-tool-choice",
         type=_tool_choice,
@@ -77,28 +73,24 @@ def register(
     run = parser.add_argument_group("run")
     run.add_argument("--out", metavar="DIR", help="the run's folder (default rollouts/<tasks>)")
     run.add_argument(
-        "--episodes", type=_whole(1, 100_000), default=1, metavar="N", help="per task (default 1)"
+        "--episodes", type=whole(1, 100_000), default=1, metavar="N", help="per task (default 1)"
     )
-    run.add_argument(
-        "--max-steps",
-        type=_whole(1, 10_000),
+    add_max_steps(
+        run,
+        most=10_000,
         default=20,
-        metavar="N",
         help="tool calls per episode, refused ones included (default 20; a task's own "
         "max_steps wins)",
     )
     run.add_argument(
         "--parallel",
-        type=_whole(1, 4096),
+        type=whole(1, MAX_CONCURRENCY),
         default=8,
         metavar="N",
         help="episodes at once (default 8)",
     )
-    run.add_argument(
-        "--concurrency",
-        type=_whole(1, 4096),
-        metavar="N",
-        help="world-model requests in flight on a server (default: --parallel)",
+    add_concurrency(
+        run, default=None, help="world-model requests in flight on a server (default: --parallel)"
     )
     judge = parser.add_argument_group("judging each step (optional)")
     judge.add_argument("--judge", action="store_true", help="the world model judges its own steps")

@@ -14,23 +14,13 @@ The OpenEnv server (``openenv_server``) and the Gymnasium adapter (``gym``) need
 comes in only when a local model is used).
 """
 
-from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
-from agentworld_tui.agents.env.environment import (
-    Cost,
-    EnvError,
-    Environment,
-    Observation,
-    PendingStep,
-    SessionFile,
-    StepResult,
-    engine_spec,
-    load_simulator,
-    open_simulator,
-    openai_tool,
-    save_sessions,
-)
+from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
+from agentworld_tui.agents.env.environment import Environment, PendingStep
 from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
+from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
+from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
+from agentworld_tui.agents.env.simulators import engine_spec, load_simulator, open_simulator
 from agentworld_tui.agents.schedule import (
     Decision,
     Rule,

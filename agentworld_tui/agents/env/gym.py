@@ -37,7 +37,10 @@ from gymnasium.spaces.utils import flatten, unflatten
 from gymnasium.vector.utils.shared_memory import read_from_shared_memory
 
 from agentworld_tui.agents.env.actions import ActionInput, make_action
-from agentworld_tui.agents.env.environment import EngineInput, Environment, StepResult
+from agentworld_tui.agents.env.environment import Environment
+from agentworld_tui.agents.env.results import StepResult
+from agentworld_tui.agents.env.scenarios import resolve_scenario
+from agentworld_tui.agents.env.simulators import EngineInput
 from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Simulator
@@ -152,8 +155,6 @@ class ActionText(AnyText):
 # -- honest samples -------------------------------------------------------------------------------
 def sample_action(domain_name: str, scenario: Scenario | None, rng: np.random.Generator) -> str:
     """An action of ``domain_name`` that the domain takes, in its own text form."""
-    from agentworld_tui.agents.env.environment import resolve_scenario
-
     domain = get_domain(domain_name)
     scenario = scenario or resolve_scenario(domain, None)
     draw = _DRAWS.get(domain_name)

@@ -42,10 +42,10 @@ from starlette.responses import JSONResponse
 
 from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
-from agentworld_tui.agents.env.environment import (
-    EnvError,
-    Environment,
-    StepResult,
+from agentworld_tui.agents.env.environment import Environment
+from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.scenarios import (
+    resolve_domain,
     resolve_scenario,
     resolve_world,
     scenario_named,
@@ -399,8 +399,6 @@ def make_app(config: ServeConfig) -> Any:
     """The FastAPI application OpenEnv builds for the domain (serve it with uvicorn; put
     ``agents.guard.GuardedApp`` in front of it). The scenario and world from the command
     line are read once, here; raises EnvError when they cannot be."""
-    from agentworld_tui.agents.env.environment import resolve_domain
-
     domain = resolve_domain(config.domain)
     config = replace(
         config,

@@ -33,8 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.agents.env.actions import ToolCall
-from agentworld_tui.agents.env.environment import EnvError, Environment, StepResult
+from agentworld_tui.agents.env.environment import Environment
+from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario
+from agentworld_tui.agents.env.simulators import aload_simulator
 from agentworld_tui.agents.env.tasks import Task
+from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.evaluation.results import ResultLog, ResultsError
 from agentworld_tui.simulator import Simulator
@@ -477,8 +481,6 @@ class Rollout:
         try:
             model = await policy.start()
             self._write_run_file(model)
-            from agentworld_tui.agents.env.environment import aload_simulator
-
             await aload_simulator(self.simulator)
             gate = asyncio.Semaphore(max(1, self.settings.parallel))
 
@@ -692,9 +694,6 @@ def shown_key(key: str, limit: int = 80) -> str:
 
 def offered_tools(task: Task) -> list[str]:
     """The names of the tools a task's environment offers the policy."""
-    from agentworld_tui.agents.env.environment import resolve_domain, resolve_scenario
-    from agentworld_tui.domains.agent_tools import agent_tools
-
     domain = resolve_domain(task.domain)
     scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
     return [tool.name for tool in agent_tools(domain, scenario)]

@@ -24,14 +24,15 @@ import json
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentworld_tui.agents.env.environment import EnvError, resolve_domain
+from agentworld_tui.agents.env.results import EnvError
+from agentworld_tui.agents.env.scenarios import resolve_domain, scenario_named, world_named
 from agentworld_tui.agents.schedule import ScheduleError, parse_schedule
+from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
 from agentworld_tui.world.domain import Domain, Scenario
-
-if TYPE_CHECKING:
-    from agentworld_tui.world.fictional_world import FictionalWorld
+from agentworld_tui.world.fictional_world import FictionalWorld, WorldError, load_world_file
+from agentworld_tui.world.prompts import load_scenarios
 
 KEYS = ("id", "instruction", "domain", "scenario", "world", "schedule", "max_steps", "system")
 MAX_TASKS_BYTES = 64 << 20
@@ -261,23 +262,17 @@ def _scenario(domain: Domain, written: Any, folder: Path | None) -> Scenario | N
     """None for a scenario named (or none); the scenario a file in ``folder`` holds."""
     if written is None:
         return None
-    from agentworld_tui.world.prompts import load_scenarios
-
     found, _problems = load_scenarios(domain.name)
     if any(item.name == written for item in found):
         return None
     if folder is not None and (
         Path(written).suffix.lower() in SCENARIO_SUFFIXES or "/" in written or "\\" in written
     ):
-        from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
-
         path = inside(folder, written, "scenario file")
         try:
             return load_scenario_file(path)
         except ScenarioFileError as exc:
             raise TasksError(f"the scenario file {written!r}: {exc}") from None
-    from agentworld_tui.agents.env.environment import scenario_named
-
     scenario_named(domain, written)  # raises EnvError: no such name, and the names there are
     return None
 
@@ -286,16 +281,11 @@ def _world(written: Any, folder: Path | None) -> FictionalWorld | None:
     """None for a world named (or none); the world a ``.toml`` file in ``folder`` holds."""
     if written is None:
         return None
-    from agentworld_tui.world.fictional_world import WorldError, list_worlds, load_world_file
-
     if folder is not None and Path(written).suffix.lower() == ".toml":
         path = inside(folder, written, "world file")
         try:
             return load_world_file(path)
         except WorldError as exc:
             raise TasksError(f"the world file {written!r}: {exc}") from None
-    found, _problems = list_worlds()
-    if any(item.name == written for item in found):
-        return None
-    known = ", ".join(w.name for w in found) or "none"
-    raise TasksError(f"there is no fictional world {written!r} (there are: {known})")
+    world_named(written)  # raises EnvError: no such name, and the names there are
+    return None
