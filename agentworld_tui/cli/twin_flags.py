@@ -93,8 +93,8 @@ def twin_spec_from_args(args: argparse.Namespace, domain: str) -> TwinSpec | Non
 
     asked = (
         args.twin is not None
-        or bool(args.twin_command)
-        or bool(args.twin_url)
+        or args.twin_command is not None
+        or args.twin_url is not None
         or bool(args.twin_on_host)
     )
     if not asked:
@@ -126,10 +126,12 @@ def twin_spec_from_args(args: argparse.Namespace, domain: str) -> TwinSpec | Non
             raise UserError(f"--twin-command: {exc}") from None
         if args.twin_command is not None and not command:
             raise UserError("--twin-command is empty")
+        if args.twin_url is not None and not args.twin_url.strip():
+            raise UserError("--twin-url is empty")
         spec = TwinSpec("mcp", command=command, url=args.twin_url or "")
     else:
-        if args.twin_command or args.twin_url:
-            flag = "--twin-command" if args.twin_command else "--twin-url"
+        if args.twin_command is not None or args.twin_url is not None:
+            flag = "--twin-command" if args.twin_command is not None else "--twin-url"
             raise UserError(f"{flag} is for mcp twins; the {domain} twin is a sandbox (--twin)")
         if args.twin_on_host and args.twin not in (None, "auto"):
             raise UserError(f"--twin-on-host and --twin {args.twin} exclude each other")

@@ -214,11 +214,11 @@ def public_command(command: tuple[str, ...] | list[str]) -> list[str]:
                 out.append(word)
                 hide_next = True
             continue
+        if "://" in word and not word.startswith("-"):
+            out.append(public_url(word))
+            continue
         if equals and not word.startswith("-") and _SECRET_NAME.search(name):
             out.append(f"{name}=***")
-            continue
-        if "://" in word:
-            out.append(public_url(word))
             continue
         out.append(word)
     return out
