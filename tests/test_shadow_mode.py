@@ -324,6 +324,46 @@ def test_a_stopped_turn_does_not_wait_for_reality_and_blocking_callers_get_it_at
     assert run.turn.reality["delivered"] == "sim"  # type: ignore[index]
 
 
+def test_a_turn_stopped_while_it_waits_for_reality_ends_within_the_bound(
+    simulator: Simulator, shadows: Callable[..., Shadow]
+) -> None:
+    shadow = shadows("real")
+    session = twinned_session(shadow)
+    run = simulator.send(session, keys("echo slow", duration=5), shadow=shadow)
+    seen: list[TurnUpdate] = []
+    deadline = time.monotonic() + 30
+    while "waiting for reality" not in [u.phase for u in seen]:
+        assert time.monotonic() < deadline
+        update = run.take()
+        if update is not None:
+            seen.append(update)
+        time.sleep(0.01)
+    began = time.monotonic()
+    run.stop()
+    run.wait()
+    assert time.monotonic() - began < STOPPED_WAIT + 3
+    assert run.turn.status == "complete"  # the model had answered before the stop
+    assert run.turn.reality["real"]["error"] == STOPPED_NOTE  # type: ignore[index]
+    assert run.delivered == run.turn.observation
+
+
+def test_a_failed_prediction_still_delivers_reality_and_the_episode_builds_on_it(
+    server: FaultServer, simulator: Simulator, shadows: Callable[..., Shadow]
+) -> None:
+    server.queue(Reply(status=400, error_message="the model is unwell"))
+    shadow = shadows("real")
+    session = twinned_session(shadow)
+    failed = simulator.send(session, keys("echo kept"), shadow=shadow)
+    failed.wait()
+    assert failed.turn.status == "error" and failed.turn.observation == ""
+    real = failed.turn.reality["real"]["text"]  # type: ignore[index]
+    assert failed.delivered == real and real.splitlines()[-2] == "kept"
+    # No prediction diverges from reality entirely.
+    assert failed.turn.reality["divergence"]["score"] == 1.0  # type: ignore[index]
+    simulator.send(session, keys("ls"), shadow=shadow).wait()
+    assert assistant_messages(server, -1) == [real]
+
+
 async def test_reality_that_answers_after_a_stop_is_recorded_and_saved_then(
     server: FaultServer, simulator: Simulator, shadows: Callable[..., Shadow], tmp_path: Path
 ) -> None:

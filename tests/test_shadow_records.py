@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from faultserver import FaultServer, Reply
-from realitykit import living_in
+from realitykit import any_backend, living_in
 from shadowkit import ANSWER, keys, terminal_shadow, twinned_session
 
 from agentworld_tui.cli import main
@@ -241,6 +241,41 @@ def test_an_mcp_twin_s_real_results_are_delivered_and_recorded(
         "command": [sys.executable, TWIN_SERVER, "stdio", str(folder)],
         "deliver": "real",
     }
+
+
+def test_an_swe_twin_edits_a_copy_of_the_repository_beside_the_world_model(
+    server: FaultServer, simulator: Simulator, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    spec = TwinSpec("swe", seed=str(repo), backend=any_backend())  # type: ignore[arg-type]
+    runner, _first = spec.start()
+    shadow = Shadow(runner, "sim", spec, check="grep -q 'a + b' pkg/calc.py")
+    swe = get_domain("swe")
+    session, _ = new_session(swe, Scenario("fix", "Fix"))
+    edit = {
+        "name": "str_replace_editor",
+        "arguments": {
+            "command": "str_replace",
+            "path": "/testbed/pkg/calc.py",
+            "old_str": "a - b",
+            "new_str": "a + b",
+        },
+    }
+    try:
+        run = simulator.send(
+            session, swe.parse_action(json.dumps(edit), session.scenario), shadow=shadow
+        )
+        run.wait()
+        figures = end_episode(session, shadow, claimed_done=True)
+    finally:
+        runner.close()
+    assert run.delivered == run.turn.observation  # the simulation was delivered
+    assert run.turn.reality["real"]["status"] == "ok"  # type: ignore[index]
+    assert "a + b" in run.turn.reality["real"]["text"]  # type: ignore[index]
+    assert (figures.check_passed, figures.deceived) == (True, False)
+    assert (repo / "pkg" / "calc.py").read_text().endswith("a - b\n")  # the copy was edited
 
 
 # -- export, and bench on the user's own traffic ---------------------------------------------

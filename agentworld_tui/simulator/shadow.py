@@ -100,7 +100,10 @@ def _compare(call: Any, *args: Any) -> None:
                 max_workers=1, thread_name_prefix="divergence"
             )
         pool = _comparer
-    pool.submit(call, *args)
+    try:
+        pool.submit(call, *args)
+    except RuntimeError:  # the interpreter is shutting down: the turn must still end
+        call(*args)
 
 
 class ShadowRun(TurnRun):
