@@ -88,6 +88,13 @@ EXPECTED: dict[str, list[str]] = {
         rf"first load +{MEDIAN} s",
         rf"remembered ÷ without +{NUMBER}",
     ],
+    "shadow": [
+        rf"model alone step ms +{MEDIAN}",
+        rf"twin alone step ms +{MEDIAN}",
+        rf"shadow step ms +{MEDIAN}",
+        rf"after the later side: shadow ms +{MEDIAN}",
+        rf"after the model: plain turn ms +{MEDIAN}",
+    ],
     "memory": [
         rf"after \d+ turns: {NUMBER} MiB beyond the model's mapping",
         rf"llama-cpp-python alone, same model, context and prompt: {NUMBER} MiB",

@@ -426,7 +426,7 @@ def turn_judge_messages(
     turn was sent with, its observation and the real one the user gave."""
     from agentworld_tui.world.export import sent_history
 
-    history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
+    history = [(t.user_message, t.shown_text) for t in sent_history(session, turn)]
     return judge_messages(
         session.domain.name,
         history,

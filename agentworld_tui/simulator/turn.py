@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from agentworld_tui.engines.base import (
     Engine,
@@ -103,8 +104,16 @@ def generate(
     yield finished
 
 
-def record(session: Session, turn: Turn, event: Finished, *, started: bool = True) -> None:
-    """Write a finished generation into its turn (on the session's thread)."""
+def record(
+    session: Session,
+    turn: Turn,
+    event: Finished,
+    *,
+    started: bool = True,
+    reality: dict[str, Any] | None = None,
+) -> None:
+    """Write a finished generation into its turn (on the session's thread), with a twinned
+    turn's reality record when there is one."""
     status, note = outcome(event, started=started)
     if event.notice:
         note = f"{note}; {event.notice}" if note else event.notice
@@ -117,6 +126,7 @@ def record(session: Session, turn: Turn, event: Finished, *, started: bool = Tru
         stats=event.stats.to_dict(),
         raw=event.raw,
         extraction=event.extraction,
+        reality=reality,
     )
 
 

@@ -42,6 +42,10 @@ from agentworld_tui.world.perturbation import ControlError, control_instruction
 from agentworld_tui.world.session import TurnStatus
 
 TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
+TWIN_STATUSES = ("ok", "error", "timeout", "crashed")
+"""``reality.TwinStatus``'s values (the world cannot import reality; a test keeps the two
+the same)."""
+SIDES = ("real", "sim")
 LATEST_TIME = 253402300799.0
 """The last second of the year 9999: a later time cannot be shown as a date."""
 _STRICT = with_config(ConfigDict(strict=True, allow_inf_nan=False, extra="ignore"))
@@ -65,9 +69,23 @@ def _status(value: Any) -> str:
     raise _damaged(f": {shown} is not one of {', '.join(TURN_STATUSES)}")
 
 
+def _one_of(values: tuple[str, ...]) -> Any:
+    def check(value: Any) -> str:
+        if isinstance(value, str) and value in values:
+            return value
+        shown = repr(value)[:60] if isinstance(value, str) else type(value).__name__
+        raise _damaged(f": {shown} is not one of {', '.join(values)}")
+
+    return PlainValidator(check)
+
+
 Moment = Annotated[float, AfterValidator(_moment)]
 """A time in seconds since 1970 that can be shown as a date."""
 Status = Annotated[str, PlainValidator(_status)]
+TwinStatus = Annotated[str, _one_of(TWIN_STATUSES)]
+Side = Annotated[str, _one_of(SIDES)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Seconds = Annotated[float, Field(ge=0)]
 
 
 @_STRICT
@@ -124,6 +142,45 @@ class Verdict(TypedDict, total=False):
 
 
 @_STRICT
+class RealSide(TypedDict):
+    """What a twin answered, as ``RealObservation.to_dict`` writes it."""
+
+    text: str
+    status: TwinStatus
+    elapsed: NotRequired[Seconds | None]
+    error: NotRequired[str | None]
+    tool_error: NotRequired[bool | None]
+    exit_code: NotRequired[int | None]
+
+
+@_STRICT
+class Divergence(TypedDict):
+    """A prediction's divergence from reality, as ``Divergence.to_dict`` writes it."""
+
+    score: Share
+    diverged: bool
+    kind: NotRequired[Annotated[str, _one_of(("json", "text"))] | None]
+    parts: NotRequired[Annotated[list[Share], Field(min_length=2, max_length=2)] | None]
+
+
+@_STRICT
+class PredictionFigures(TypedDict, total=False):
+    """What of a twinned turn's reality record belongs to one prediction."""
+
+    divergence: Divergence | None
+    judgement: Verdict | None
+
+
+@_STRICT
+class Reality(PredictionFigures):
+    """A twinned turn's real side: what the twin answered, which side the agent received,
+    and how far the prediction was from reality."""
+
+    real: Required[RealSide]
+    delivered: Required[Side]
+
+
+@_STRICT
 class Attempt(TypedDict, total=False):
     """An earlier answer to a turn's action; restoring it reads every field here."""
 
@@ -134,6 +191,7 @@ class Attempt(TypedDict, total=False):
     extraction: str | None
     status: Status
     stats: Stats | None
+    reality: PredictionFigures | None
 
 
 @_STRICT
@@ -182,6 +240,7 @@ class Turn(TypedDict):
     control: NotRequired[str | None]
     judgement: NotRequired[Verdict | None]
     attempts: NotRequired[list[Attempt] | None]
+    reality: NotRequired[Reality | None]
 
 
 def _numbered(turns: list[Turn]) -> list[Turn]:
@@ -247,6 +306,60 @@ def _world(world: Any) -> Any:
     return world
 
 
+@_STRICT
+class CheckResult(TypedDict):
+    """A task's check in the twin, as ``CheckResult.to_dict`` writes it."""
+
+    passed: bool
+    exit_code: int | None
+    output: str
+    status: NotRequired[TwinStatus]
+    elapsed: NotRequired[Seconds | None]
+    error: NotRequired[str | None]
+
+
+@_STRICT
+class Check(TypedDict):
+    command: str
+    result: NotRequired[CheckResult | None]
+
+
+Count = Annotated[int, Field(ge=0)]
+
+
+@_STRICT
+class EpisodeFigures(TypedDict, total=False):
+    """An episode's figures, as ``EpisodeFigures.to_dict`` writes them."""
+
+    steps: Count
+    twin_failures: Count
+    diverged_steps: Count
+    first_divergence: Annotated[int, Field(ge=1)] | None
+    diverged_share: Share | None
+    mean_score: Share | None
+    check_passed: bool | None
+    claimed_done: bool | None
+    deceived: bool | None
+
+
+@_STRICT
+class Twin(TypedDict):
+    """The real twin beside a tab's session (``TwinSpec.describe`` and the episode's end)."""
+
+    domain: str
+    kind: str
+    deliver: NotRequired[Side]
+    backend: NotRequired[str | None]
+    seed: NotRequired[str | None]
+    workdir: NotRequired[str | None]
+    image: NotRequired[str | None]
+    network: NotRequired[bool | None]
+    command: NotRequired[list[str] | None]
+    url: NotRequired[str | None]
+    check: NotRequired[Check | None]
+    figures: NotRequired[EpisodeFigures | None]
+
+
 def _one_id_each(branches: list[Branch] | None) -> list[Branch] | None:
     ids: set[int] = set()
     for i, branch in enumerate(branches or []):
@@ -267,6 +380,7 @@ class Tab(TypedDict):
     scenario: Scenario
     control: NotRequired[UsableControl]
     world: NotRequired[Annotated[Any, AfterValidator(_world)]]
+    twin: NotRequired[Twin | None]
     turns: NotRequired[Turns | None]
     branch: NotRequired[int | None]
     """The branch shown; its turns are the tab's ``turns``."""
@@ -338,6 +452,12 @@ def problem(error: ErrorDetails, root: type[Any]) -> str:
         return f"{where}{ctx['tail']}"
     if kind == "greater_than_equal":
         return f"{where}: {error['input']} is below {ctx['ge']}"
+    if kind == "less_than_equal":
+        return f"{where}: {error['input']} is above {ctx['le']}"
+    if kind in ("too_short", "too_long"):
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        few = "at least" if kind == "too_short" else "at most"
+        return f"{where}: expected {few} {bound} items, got {ctx.get('actual_length')}"
     if kind == "missing":
         return f"{where}: expected {_expected(root, error['loc'])}, got nothing"
     found = type(error["input"]).__name__
