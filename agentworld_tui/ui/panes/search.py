@@ -59,7 +59,7 @@ def search_page(observation: str) -> list[Text]:
     for block in blocks:
         results = search_results("\n".join(block))
         if not results:
-            out.extend(highlight("\n".join(block).strip("\n"), "markdown"))
+            out.extend(highlight("\n".join(block), "markdown"))
             continue
         if _HEADING.match(block[0]):
             out.append(Text(block[0].lstrip("# ").strip(), style="bold underline"))
