@@ -120,6 +120,36 @@ async def test_keys_switch_between_the_tabs() -> None:
         await wait_for(pilot, lambda: pane(app).domain.name == names[6])
 
 
+async def test_a_tab_key_pressed_as_the_app_starts_keeps_its_tab() -> None:
+    """The command line takes the focus at start; the news of it, arriving after the key,
+    does not switch back to its tab."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("alt+2")
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.pause(0.3)
+        assert pane(app).domain.name == list(DOMAINS)[1]
+
+
+async def test_a_tab_key_pressed_in_any_editor_keeps_the_tab_it_showed() -> None:
+    """The focus of the tab left is not handed to a widget hidden with it (Textual's way),
+    which would have the tabs follow it back."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        names = list(DOMAINS)
+        for number in [2, 3, 4, 5, 6, 7, 1, 4, 3, 2]:
+            await pilot.press(f"alt+{number}")
+            await pilot.pause(0.3)
+            assert pane(app).domain.name == names[number - 1]
+            assert app.focused is not None and pane(app) in app.focused.ancestors
+        for key, step in [("alt+right", 1), ("ctrl+pagedown", 1), ("alt+left", -1)] * 3:
+            before = names.index(pane(app).domain.name)
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            assert pane(app).domain.name == names[(before + step) % len(names)]
+
+
 async def test_ctrl_u_shows_the_output_as_the_model_wrote_it(ls_model: Path) -> None:
     app = make_app(ls_model)
     async with app.run_test(size=(120, 36)) as pilot:

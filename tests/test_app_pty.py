@@ -16,10 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ScriptedModel
 from faultserver import FaultServer, Reply
+from ptyapp import PtyApp
 from test_cli_output import HOSTILE
 
-from agentworld_tui.domains import get_domain
+from agentworld_tui.domains import DOMAINS, get_domain
+from agentworld_tui.ui.start import first_scenario
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import new_session
 from agentworld_tui.world.workspace import Workspace
@@ -134,3 +137,32 @@ def test_no_hostile_text_reaches_the_terminal(
     log = (isolated_dirs["data"] / "agentworld.log").read_bytes()
     for what, sequence in FORBIDDEN.items():
         assert sequence not in log, f"log: {what}"
+
+
+# Alt+digit as terminals send it: ESC then the digit (tmux, xterm, GNOME Terminal, Konsole,
+# Alacritty, macOS Terminal with Option as Meta), the CSI u form of the kitty keyboard
+# protocol (kitty, WezTerm, foot, Ghostty), and xterm's modifyOtherKeys form (xterm, and
+# tmux with extended-keys on).
+ALT_DIGIT = {
+    "esc-digit": lambda digit: b"\x1b%d" % digit,
+    "csi-u": lambda digit: b"\x1b[%d;3u" % (ord("0") + digit),
+    "modify-other-keys": lambda digit: b"\x1b[27;3;%d~" % (ord("0") + digit),
+}
+# What Textual made of ESC+digit: macOS Option characters, typed into the command line.
+OPTION_CHARACTERS = "¡™£¢∞§¶•ªº"
+
+
+@pytest.mark.parametrize("form", list(ALT_DIGIT))
+def test_alt_digit_switches_tabs_in_the_terminals_people_use(
+    scripted_model: ScriptedModel, form: str
+) -> None:
+    model = scripted_model("x</think><predicted_observation>$ </predicted_observation>")
+    titles = [first_scenario(name).title for name in DOMAINS]
+    with PtyApp(["--model", str(model)]) as app:
+        app.wait_for("type a command")
+        for digit in [*range(2, len(titles) + 1), 1]:
+            app.send(ALT_DIGIT[form](digit))
+            app.wait_for(titles[digit - 1][:20], timeout=10, after=app.mark)
+        assert app.quit() == 0
+    shown = app.written.decode("utf-8", "replace")
+    assert not set(OPTION_CHARACTERS) & set(shown)

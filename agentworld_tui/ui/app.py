@@ -34,7 +34,7 @@ from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.textual_private import relabel
+from agentworld_tui.ui.textual_private import SteadyTabs, read_keys_as_sent, relabel
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -67,6 +67,7 @@ class AgentWorldApp(App[int]):
         offer_models: bool = True,
     ) -> None:
         super().__init__()
+        read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
         self.settings = settings
         self.session_file = session_file
@@ -128,7 +129,7 @@ class AgentWorldApp(App[int]):
 
     def compose(self) -> ComposeResult:
         # Only the first tab is built before the first frame; the rest follow right after it.
-        with TabbedContent(id="tabs", classes="backdrop"):
+        with SteadyTabs(id="tabs", classes="backdrop"):
             for name in DOMAINS:
                 label = tab_label(DOMAINS.title(name), busy=False)
                 with TabPane(label, id=f"tab-{name}", classes="backdrop"):
@@ -181,7 +182,14 @@ class AgentWorldApp(App[int]):
         return self._panes.get(active.removeprefix("tab-"))
 
     def show_tab(self, domain: str) -> None:
+        self._leave_tab()
         self.tabs().active = f"tab-{domain}"
+
+    def _leave_tab(self) -> None:
+        """Take the focus off the tab on show before another is shown. Textual hands the
+        focus of a widget that hides to a sibling of it, hidden with it, and the tabs then
+        follow that focus back to the tab just left."""
+        self.screen_stack[0].set_focus(None)
 
     def focus_editor(self) -> None:
         focus = getattr(self.active_pane, "focus_editor", None)
@@ -261,9 +269,11 @@ class AgentWorldApp(App[int]):
         await toggle(self)
 
     def action_next_tab(self) -> None:
+        self._leave_tab()
         self.tabs().query_one(Tabs).action_next_tab()
 
     def action_previous_tab(self) -> None:
+        self._leave_tab()
         self.tabs().query_one(Tabs).action_previous_tab()
 
     def action_show_tab(self, number: int) -> None:

@@ -2,7 +2,9 @@
 
 The app leans on a few of Textual's internals where its public API has no cheap way to
 say the same thing: drawing a widget without the messages a refresh sends, a start that
-lays the screen out and restyles it once, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
+lays the screen out and restyles it once, a tab's label changed without a layout, the
+context a loop callback runs in, and Alt+digit read as terminals send it (``read_keys_as_sent``).
+Each piece says what it relies on
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from textual import events
+from textual._xterm_parser import XTermParser
 from textual.content import Content
 from textual.dom import NoScreen
 from textual.geometry import Region, Size
@@ -29,7 +33,7 @@ from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
-from textual.widgets import Static, Tab
+from textual.widgets import Static, Tab, TabbedContent, TabPane
 
 RENDER_PIECES = ("scrollbar",)
 
@@ -72,6 +76,8 @@ RELIES_ON: dict[str, str] = {
     "Widget._check_disabled": "disabled(): whether a widget or an ancestor is disabled",
     "ScrollView.watch_scroll_y": "scroll_to_end_now(): what setting scroll_y triggers",
     "App._context": "within(): the active app for a loop callback",
+    "XTermParser._sequence_to_key_events": "read_keys_as_sent(): where a key's bytes are read",
+    "TabbedContent._on_tab_pane_focused": "SteadyTabs: the tab follows a focus into it",
 }
 
 
@@ -199,6 +205,51 @@ class QuietStartScreen(Screen[None]):
             event.prevent_default()  # Screen's own handler would lay the screen out
 
 
+class SteadyTabs(TabbedContent):
+    """Tabs that follow the focus into a tab only while it is still there. Textual tells
+    of a focus by a message, and a tab shown meanwhile (a tab key pressed as the app
+    starts and its command line takes the focus) was switched back to the one left."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        focused = self.screen.focused
+        if focused is None or event.tab_pane not in focused.ancestors:
+            event.stop()
+            event.prevent_default()  # TabbedContent's own handler would switch the tab
+
+
+_MODIFY_OTHER_KEYS = re.compile(r"\x1b\[27;(\d+);(\d+)~")
+
+
+def as_csi_u(sequence: str) -> str:
+    """A key's bytes in the CSI u form Textual reads with its modifiers, where Textual
+    misreads another form: ESC then a digit, which is Alt+digit from tmux, xterm and most
+    terminals (Textual takes it for a macOS Option character, Alt+2 typing ``™``), and
+    xterm's modifyOtherKeys form ``CSI 27;mods;code ~`` (tmux with extended-keys, which
+    Textual reads as the bare key)."""
+    if len(sequence) == 2 and sequence[0] == "\x1b" and sequence[1].isdigit():
+        return f"\x1b[{ord(sequence[1])};3u"
+    if match := _MODIFY_OTHER_KEYS.fullmatch(sequence):
+        modifiers, code = match.groups()
+        return f"\x1b[{code};{modifiers}u"
+    return sequence
+
+
+def read_keys_as_sent() -> None:
+    """Have Textual's terminal parser read keys with ``as_csi_u`` (once; every driver's
+    parser, the browser's included)."""
+    original = XTermParser._sequence_to_key_events
+    if getattr(original, "reads_keys_as_sent", False):
+        return
+
+    def sequence_to_key_events(
+        self: XTermParser, sequence: str, alt: bool = False
+    ) -> Iterable[events.Key]:
+        return original(self, as_csi_u(sequence), alt)
+
+    sequence_to_key_events.reads_keys_as_sent = True  # type: ignore[attr-defined]
+    XTermParser._sequence_to_key_events = sequence_to_key_events  # type: ignore[method-assign]
+
+
 def check() -> list[str]:
     """What this module relies on and the installed Textual lacks (empty when all is there)."""
     from textual.app import App
@@ -211,6 +262,8 @@ def check() -> list[str]:
         "App": App,
         "Screen": Screen,
         "Tab": Tab,
+        "XTermParser": XTermParser,
+        "TabbedContent": TabbedContent,
     }
     missing: list[str] = []
     for name in RELIES_ON:
