@@ -70,14 +70,10 @@ class AgentScreen(ModalScreen[None]):
                 Text(f"The {pane.domain.title} tab is served to agents (MCP, streamable HTTP)")
             )
             tools = ", ".join(serving.tools)
-            yield Static(
-                Text(
-                    sanitize(
-                        "\n".join([*connect_lines(name, serving.url), f"Tools        {tools}"])
-                    )
-                ),
-                id="connect",
-            )
+            lines = [*connect_lines(name, serving.url), f"Tools        {tools}"]
+            if serving.note:
+                lines.append(serving.note)
+            yield Static(Text(sanitize("\n".join(lines))), id="connect")
             yield Static(id="who")
             with RadioSet(id="hold"):
                 for mode, label in HOLD_LABELS.items():
