@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane, Tabs
@@ -34,7 +35,12 @@ from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.textual_private import SteadyTabs, read_keys_as_sent, relabel
+from agentworld_tui.ui.textual_private import (
+    SafeCells,
+    SteadyTabs,
+    read_keys_as_sent,
+    relabel,
+)
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -85,6 +91,7 @@ class AgentWorldApp(App[int]):
         self.serving: dict[str, TabServing] = {}
         """The tabs served to agents, by domain (``ui.agent_serving``)."""
         self._steady_cursor: dict[str, Widget] = {}
+        self._safe_cells = SafeCells()
 
     # -- what panes and screens use ---------------------------------------------------------
     @property
@@ -122,6 +129,11 @@ class AgentWorldApp(App[int]):
         server, a file or the model."""
         kwargs["markup"] = False
         super().notify(sanitize(message), title=sanitize(title), **kwargs)  # type: ignore[arg-type]
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then ``SafeCells``: no character a terminal acts on is drawn,
+        whatever a widget was handed."""
+        return [*super().get_line_filters(), self._safe_cells]
 
     # -- layout -------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:

@@ -24,16 +24,21 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rich.segment import Segment
 from textual import events
 from textual._xterm_parser import XTermParser
+from textual.color import Color
 from textual.content import Content
 from textual.dom import NoScreen
+from textual.filter import LineFilter
 from textual.geometry import Region, Size
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
 from textual.widgets import Static, Tab, TabbedContent, TabPane
+
+from agentworld_tui.world.sanitize import cell_safe, cell_unsafe
 
 RENDER_PIECES = ("scrollbar",)
 
@@ -78,6 +83,7 @@ RELIES_ON: dict[str, str] = {
     "App._context": "within(): the active app for a loop callback",
     "XTermParser._sequence_to_key_events": "read_keys_as_sent(): where a key's bytes are read",
     "TabbedContent._on_tab_pane_focused": "SteadyTabs: the tab follows a focus into it",
+    "App.get_line_filters": "SafeCells: every line every widget draws passes these filters",
 }
 
 
@@ -203,6 +209,24 @@ class QuietStartScreen(Screen[None]):
         if event.size == self._compositor.size:
             event.stop()
             event.prevent_default()  # Screen's own handler would lay the screen out
+
+
+class SafeCells(LineFilter):
+    """The last line of defence for untrusted text: every line any widget draws loses the
+    characters a terminal acts on (``world.sanitize.cell_safe``) before it is written, so
+    a widget handed text that missed ``sanitize`` still cannot move the cursor, set the
+    title or the clipboard, or reorder the line. (Textual's filters are its own API for
+    colour; the app adds this one through ``App.get_line_filters``.)"""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(cell_unsafe(segment.text) for segment in segments):
+            return segments
+        return [
+            segment
+            if segment.control or not cell_unsafe(segment.text)
+            else Segment(cell_safe(segment.text), segment.style)
+            for segment in segments
+        ]
 
 
 class SteadyTabs(TabbedContent):

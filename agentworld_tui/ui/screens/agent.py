@@ -189,7 +189,8 @@ class HeldScreen(ModalScreen[None]):
 
     def action_release(self) -> None:
         text = self.query_one(Editor).text
-        self._let_go(None if text == self.held.predicted else text)
+        unedited = text == sanitize(self.held.predicted)  # the editor shows it sanitized
+        self._let_go(None if unedited else text)
 
     def action_release_predicted(self) -> None:
         self._let_go(None)

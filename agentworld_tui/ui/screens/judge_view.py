@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from agentworld_tui.engines.factory import EngineSpec
 from agentworld_tui.ui.widgets.editor import Editor
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
@@ -77,13 +78,13 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
                     "An OpenAI-compatible server", value=bool(last.server), id="server"
                 )
             with Horizontal(classes="row"):
-                yield Input(last.model_path, placeholder="/path/to/judge.gguf", id="path")
+                yield Field(last.model_path, placeholder="/path/to/judge.gguf", id="path")
             with Horizontal(classes="row"):
-                yield Input(last.server, placeholder="http://host:8000/v1", id="url")
-                yield Input(last.model, placeholder="model name", id="model")
-                yield Input(last.api_key_env, placeholder="API key variable", id="key-env")
+                yield Field(last.server, placeholder="http://host:8000/v1", id="url")
+                yield Field(last.model, placeholder="model name", id="model")
+                yield Field(last.api_key_env, placeholder="API key variable", id="key-env")
             with Horizontal(classes="row"):
-                yield Input(
+                yield Field(
                     placeholder="judge prompts folder (e.g. a clone of the official release); "
                     "empty: the project's own",
                     id="prompts",
