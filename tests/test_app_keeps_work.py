@@ -307,3 +307,26 @@ async def test_the_no_model_help_goes_once_a_model_is_loaded(ls_model: Path) -> 
             assert "No model is configured" not in each.screen_view.text, each.domain.name
         await one_turn(app, pilot)
         assert json.loads(json.dumps(pane(app).session.turns[0].stats))["prompt_tokens"] > 0
+
+
+async def test_a_session_file_of_another_domain_opens_on_its_tab(tmp_path: Path) -> None:
+    """A session `mcp serve` saved (one MCP tab) opens on the MCP tab, not on the empty
+    terminal the app starts with (no model yet, as when one looks at a served session)."""
+    from agentworld_tui.domains import get_domain
+    from agentworld_tui.world.prompts import load_scenarios
+    from agentworld_tui.world.session import new_session
+    from agentworld_tui.world.workspace import Workspace
+
+    mcp = get_domain("mcp")
+    session, _ = new_session(mcp, load_scenarios("mcp")[0][0])
+    call = '{"name": "list_directory", "arguments": {"path": "/home/maya/notes"}}'
+    turn = session.begin_turn(mcp.parse_action(call, session.scenario))
+    session.finish_turn(turn, observation="[FILE] todo.md", reasoning="", status="complete")
+    served = tmp_path / "served.json"
+    Workspace([session], name="served").save(served)
+    app = AgentWorldApp(Settings(), session_file=served, offer_models=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: notified(app, "Opened"))
+        await pilot.pause(0.5)
+        assert pane(app).domain.name == "mcp"
+        assert "todo.md" in pane(app).screen_view.text

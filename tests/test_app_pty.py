@@ -321,3 +321,19 @@ def test_a_hostile_agent_over_ctrl_b_reaches_no_tab_raw(scripted_model: Scripted
             agent_call(app, url[-1].decode(), *calls[name])
         assert app.quit() == 0
     assert_shown_clean(bytes(app.written), f"k2{CLEAN}", f"c2{CLEAN}")
+
+
+def test_a_session_file_of_another_domain_opens_on_its_tab(tmp_path: Path) -> None:
+    """A session `mcp serve` saved (one MCP tab), opened with --session on a real
+    terminal and no model yet: the MCP tab is the one drawn last, and it stays."""
+    mcp = get_domain("mcp")
+    session, _ = new_session(mcp, first_scenario("mcp"))
+    served = tmp_path / "served.json"
+    Workspace([session], name="served").save(served)
+    titles = [first_scenario(name).title.encode() for name in ("terminal", "mcp")]
+    with PtyApp(["--session", str(served)]) as app:
+        app.wait_for("Opened")
+        app.read(2)
+        assert app.quit() == 0
+    written = bytes(app.written)
+    assert written.rfind(titles[1]) > written.rfind(titles[0])

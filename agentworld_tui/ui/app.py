@@ -194,14 +194,10 @@ class AgentWorldApp(App[int]):
         return self._panes.get(active.removeprefix("tab-"))
 
     def show_tab(self, domain: str) -> None:
-        self._leave_tab()
         self.tabs().active = f"tab-{domain}"
 
-    def _leave_tab(self) -> None:
-        """Take the focus off the tab on show before another is shown. Textual hands the
-        focus of a widget that hides to a sibling of it, hidden with it, and the tabs then
-        follow that focus back to the tab just left."""
-        self.screen_stack[0].set_focus(None)
+    def on_steady_tabs_focus_strayed(self) -> None:
+        self.focus_editor()
 
     def focus_editor(self) -> None:
         focus = getattr(self.active_pane, "focus_editor", None)
@@ -281,11 +277,9 @@ class AgentWorldApp(App[int]):
         await toggle(self)
 
     def action_next_tab(self) -> None:
-        self._leave_tab()
         self.tabs().query_one(Tabs).action_next_tab()
 
     def action_previous_tab(self) -> None:
-        self._leave_tab()
         self.tabs().query_one(Tabs).action_previous_tab()
 
     def action_show_tab(self, number: int) -> None:

@@ -32,6 +32,7 @@ from textual.content import Content
 from textual.dom import NoScreen
 from textual.filter import LineFilter
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
@@ -230,15 +231,20 @@ class SafeCells(LineFilter):
 
 
 class SteadyTabs(TabbedContent):
-    """Tabs that follow the focus into a tab only while it is still there. Textual tells
-    of a focus by a message, and a tab shown meanwhile (a tab key pressed as the app
-    starts and its command line takes the focus) was switched back to the one left."""
+    """Tabs that a focus never switches: only a key, a click or the app does. Textual
+    shows the tab a widget is focused in, and a focus can land in a hidden tab late (a
+    focus asked for before a tab key arrives after it; the focus of a widget that hides
+    handed to a sibling hidden with it), which switched back to the tab just left. Such
+    a focus is told as ``FocusStrayed`` instead, for the app to focus the tab on show."""
+
+    class FocusStrayed(Message):
+        """A widget of a hidden tab took the focus."""
 
     def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
-        focused = self.screen.focused
-        if focused is None or event.tab_pane not in focused.ancestors:
+        if event.tab_pane.id != self.active:
             event.stop()
             event.prevent_default()  # TabbedContent's own handler would switch the tab
+            self.post_message(self.FocusStrayed())
 
 
 _MODIFY_OTHER_KEYS = re.compile(r"\x1b\[27;(\d+);(\d+)~")
