@@ -76,6 +76,7 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
     TrajectoryPicker > Vertical {
         width: 96%; height: 90%; border: thick $primary; background: $surface; padding: 0 1;
     }
+    TrajectoryPicker #hint { width: 1fr; }
     TrajectoryPicker #trajectories { height: 1fr; }
     TrajectoryPicker #upto-row { height: auto; }
     TrajectoryPicker #upto-row Label { padding: 1 1 0 0; }
@@ -101,7 +102,8 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
         with Vertical():
             yield Label(
                 "AgentWorldBench file (*_test.jsonl) or a folder of them · Enter opens · "
-                "then Enter or Ctrl+R replays, Ctrl+L loads it as history into its tab"
+                "then Enter or Ctrl+R replays, Ctrl+L loads it as history into its tab",
+                id="hint",
             )
             yield Field(
                 self.start_path,
