@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ggufgen import write_scripted_model
 from pane_driver import open_tab
-from test_app import make_app, pane, wait_for
+from test_app import pane, wait_for
 from textual.widgets import DataTable, Input, Label, TextArea
 
 from agentworld_tui.config import Settings
@@ -381,7 +381,7 @@ async def test_screenshot_key_saves_an_svg_and_says_where(
 
 @pytest.mark.parametrize("size", [(120, 36), (110, 30), (80, 24)])
 async def test_the_f8_hint_is_shown_whole(size: tuple[int, int]) -> None:
-    app = make_app(None)
+    app = AgentWorldApp(Settings(), offer_models=False)
     async with app.run_test(size=size) as pilot:
         await asyncio.wait_for(app.tabs_ready.wait(), 30)
         await pilot.press("f8")

@@ -50,6 +50,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
     JudgeSetup .row { height: auto; }
     JudgeSetup #buttons { height: auto; align-horizontal: right; }
     JudgeSetup #judge-error { color: $error; height: auto; }
+    JudgeSetup #reference-label { width: 1fr; }
     JudgeSetup .field-label { padding: 1 1 0 1; }
     JudgeSetup #judge-max-tokens { width: 12; }
     """
@@ -77,7 +78,8 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
         with Vertical():
             yield Label(
                 "Reference observation (the real one, pasted if the turn has none; empty: "
-                "the prediction is judged on its own, without one)"
+                "the prediction is judged on its own, without one)",
+                id="reference-label",
             )
             yield Editor(self.reference, id="reference", soft_wrap=False)
             yield Label("Judge")
@@ -99,8 +101,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
                 yield Field(last.api_key_env, placeholder="API key variable", id="key-env")
             with Horizontal(classes="row"):
                 yield Field(
-                    placeholder="judge prompts folder (e.g. a clone of the official release); "
-                    "empty: the project's own",
+                    placeholder="judge prompts folder (empty: the project's own)",
                     id="prompts",
                     suggester=PathSuggester(),
                 )
