@@ -220,7 +220,7 @@ class SafeCells(LineFilter):
     colour; the app adds this one through ``App.get_line_filters``.)"""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(cell_unsafe(segment.text) for segment in segments):
+        if not cell_unsafe("".join([segment.text for segment in segments])):
             return segments
         return [
             segment
