@@ -227,7 +227,8 @@ async def test_the_agent_screen_at_80x24_is_not_covered_by_a_toast(ls_model: Pat
         await serve_tab(app, pilot)
         await pilot.pause(0.5)
         toasts = [toast.region for toast in app.screen.query(Toast)]
-        for button in ("#stop-call", "#stop-serving", "#close"):
+        dialog = app.screen.query_one("AgentScreen > Vertical").content_region
+        for button in ("#edit", "#stop-call", "#stop-serving", "#close"):
             region = app.screen.query_one(button).region
-            assert region.area and app.screen.region.contains_region(region), button
+            assert region.area and dialog.contains_region(region), button
             assert not any(toast.overlaps(region) for toast in toasts), button

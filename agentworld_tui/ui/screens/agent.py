@@ -50,9 +50,9 @@ class AgentScreen(ModalScreen[None]):
     DEFAULT_CSS = (
         MODAL_CSS.format(name="AgentScreen")
         + """
-    AgentScreen #connect { height: auto; margin: 1 0; }
+    AgentScreen #connect { height: auto; margin: 1 0 0 0; }
     AgentScreen #who { height: auto; }
-    AgentScreen RadioSet { height: auto; margin: 1 0 0 0; }
+    AgentScreen RadioSet { height: auto; }
     """
     )
     BINDINGS = [Binding("escape,ctrl+b", "close", "Close")]
@@ -79,13 +79,13 @@ class AgentScreen(ModalScreen[None]):
                 for mode, label in HOLD_LABELS.items():
                     yield RadioButton(label, value=serving.hold_mode == mode, id=f"hold-{mode}")
             yield Static(
-                "Held observations open for editing. F9 (perturbation) and F10 (world) steer "
-                "the agent's coming calls; Esc in the tab stops its call.",
+                "Held observations open for editing (Edit held). F9 (perturbation) and F10 "
+                "(world) steer the agent's coming calls; Esc in the tab stops its call.",
                 classes="hint",
             )
             with Horizontal(classes="buttons"):
-                yield Button("Edit the held observation", id="edit", variant="primary")
-                yield Button("Stop the call", id="stop-call", variant="warning")
+                yield Button("Edit held", id="edit", variant="primary")
+                yield Button("Stop call", id="stop-call", variant="warning")
                 yield Button("Stop serving", id="stop-serving", variant="error")
                 yield Button("Close (Esc)", id="close")
 
