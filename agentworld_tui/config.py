@@ -151,6 +151,8 @@ class GenerationSettings:
     top_k: int = _bounded(20, -1, 1_000_000)
     """0 or -1: no limit."""
     max_tokens: int = _bounded(32768, 1, MAX_CONTEXT)
+    judge_max_tokens: int = _bounded(32768, 1, MAX_CONTEXT)
+    """The judge's own limit (F11): ``max_tokens`` caps the world model's turns only."""
     reasoning_budget: int = _bounded(0, 0, MAX_CONTEXT)
     """Reasoning tokens per turn before the model is told to answer; 0 = no cap."""
     enable_thinking: bool = True

@@ -13,10 +13,12 @@ from ggufgen import write_scripted_model
 from mcp import Client
 from test_app import _isolated, long_reasoning, ls_model, make_app, pane, wait_for
 from textual.widgets import Static
+from textual.widgets._toast import Toast
 
 from agentworld_tui.ui.agent_serving import TabServing
 from agentworld_tui.ui.app import AgentWorldApp
 from agentworld_tui.ui.screens.agent import AgentScreen, HeldScreen
+from agentworld_tui.ui.screens.sessions import ConfirmScreen
 from agentworld_tui.ui.widgets.editor import Editor
 
 __all__ = ["_isolated", "ls_model"]  # fixtures from test_app: config and data in tmp_path
@@ -35,8 +37,12 @@ def text_of(result: Any) -> str:
 
 
 async def serve_tab(app: AgentWorldApp, pilot: Any) -> TabServing:
-    """Ctrl+B in the tab on show: it is served, and the agent screen says how to connect."""
+    """Ctrl+B in the tab on show, then Y: it is served, and the agent screen says how to
+    connect."""
     await pilot.press("ctrl+b")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    assert not app.serving  # nothing listens before the person says so
+    await pilot.press("y")
     await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
     serving = app.serving[pane(app).domain.name]
     shown = str(app.screen.query_one("#connect", Static).render())
@@ -195,3 +201,34 @@ async def test_a_new_session_in_the_tab_stops_serving_it(ls_model: Path) -> None
         with pytest.raises(BaseException) as failed:  # nothing listens there any more
             await asyncio.wait_for(call(url, "ls\n"), 10)
         assert "All connection attempts failed" in messages(failed.value)
+
+
+@pytest.mark.parametrize("key", ["escape", "enter"])
+async def test_ctrl_b_serves_only_once_the_person_confirms(ls_model: Path, key: str) -> None:
+    app = make_app(ls_model)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 60)
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        shown = str(app.screen.query_one(Static).render())
+        assert "127.0.0.1" in shown and "Terminal tab" in shown
+        await pilot.press(key)
+        await wait_for(pilot, lambda: len(app.screen_stack) == 1)
+        await pilot.pause(0.2)
+        assert not app.serving and pane(app).agent is None
+
+
+async def test_the_agent_screen_at_80x24_is_not_covered_by_a_toast(ls_model: Path) -> None:
+    """Its Stop and Close buttons stay in view: the address is on the screen, not in a
+    toast over it."""
+    app = make_app(ls_model)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 60)
+        await serve_tab(app, pilot)
+        await pilot.pause(0.5)
+        toasts = [toast.region for toast in app.screen.query(Toast)]
+        dialog = app.screen.query_one("AgentScreen > Vertical").content_region
+        for button in ("#edit", "#stop-call", "#stop-serving", "#close"):
+            region = app.screen.query_one(button).region
+            assert region.area and dialog.contains_region(region), button
+            assert not any(toast.overlaps(region) for toast in toasts), button

@@ -64,7 +64,11 @@ async def test_a_preset_perturbation_reaches_the_next_turn_and_shows_a_badge(mod
         assert pane(app).session.control is None  # next turn only, by default
 
 
-async def judge_the_turn(model: Path, pick: Callable[[Screen[object]], None] | None = None) -> Any:
+async def judge_the_turn(
+    model: Path,
+    pick: Callable[[Screen[object]], None] | None = None,
+    reference: str = "user@devbox:~/project$ ls\nREADME.md  src\n",
+) -> Any:
     """A turn typed into the terminal, then judged with F11 (``pick`` chooses the judge on
     the setup screen; the loaded model by default): the turn's judgement and the terminal's
     text once the verdict shows."""
@@ -75,7 +79,7 @@ async def judge_the_turn(model: Path, pick: Callable[[Screen[object]], None] | N
         await wait_for(pilot, turn_done(app))
         await pilot.press("f11")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
-        app.screen.query_one("#reference").text = "user@devbox:~/project$ ls\nREADME.md  src\n"
+        app.screen.query_one("#reference").text = reference
         if pick is not None:
             pick(app.screen)
         await pilot.press("ctrl+s")
@@ -89,6 +93,34 @@ async def test_judging_the_last_turn_with_the_loaded_model(model: Path) -> None:
     assert judged["judgement"], judged["error"]
     assert judged["judgement"]["total"] == pytest.approx(4.0)
     assert "★ judged 4.00/5 (75.00/100)" in shown
+
+
+async def test_f11_judges_without_a_reference(model: Path) -> None:
+    """No real observation at hand: the prediction is judged on its own, as rollout's
+    judge does, and the judgement says so."""
+    judged, shown = await judge_the_turn(model, reference="")
+    assert judged["judgement"]["total"] == pytest.approx(4.0)
+    assert "No real observation" in judged["reference"]
+    assert "★ judged 4.00/5" in shown
+
+
+async def test_max_tokens_caps_the_world_model_not_the_judge(model: Path) -> None:
+    """--max-tokens is for the world model's turns; the judge has its own limit
+    (``[generation] judge_max_tokens``), which F11's dialog shows and takes."""
+    app = make_app(model, max_tokens=200, judge_max_tokens=3000)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await pilot.press(*"ls", "enter")
+        await wait_for(pilot, turn_done(app))
+        await pilot.press("f11")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeSetup")
+        field = app.screen.query_one("#judge-max-tokens", Input)
+        assert field.value == "3000"
+        field.value = "2500"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeProgress")
+        assert app.screen.run.params.max_tokens == 2500  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
 
 
 class Loads(logging.Handler):
@@ -149,11 +181,11 @@ def test_a_call_that_brings_its_own_model_runs_with_none_loaded() -> None:
 
 
 async def test_the_judge_is_watched_as_it_streams_and_esc_stops_it(model: Path) -> None:
-    """F11 shows the judge's answer as it comes, with its token limit (the generation
-    settings' max tokens, as the judge honours them); Esc stops it and records nothing."""
+    """F11 shows the judge's answer as it comes, with its token limit (its own setting,
+    ``judge_max_tokens``); Esc stops it and records nothing."""
     from faultserver import FaultServer, Reply
 
-    app = make_app(model, max_tokens=4096)
+    app = make_app(model, judge_max_tokens=4096)
     async with app.run_test(size=(130, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await pilot.press(*"ls", "enter")

@@ -16,7 +16,7 @@ import pytest
 from ggufgen import write_scripted_model
 from pane_driver import open_tab
 from test_app import pane, wait_for
-from textual.widgets import DataTable, Input, TextArea
+from textual.widgets import DataTable, Input, Label, TextArea
 
 from agentworld_tui.config import Settings
 from agentworld_tui.domains import DOMAINS
@@ -377,3 +377,18 @@ async def test_screenshot_key_saves_an_svg_and_says_where(
         await pilot.press("f12")
         await pilot.pause()
         assert len(list(chosen.glob("*.svg"))) == 1
+
+
+@pytest.mark.parametrize("size", [(120, 36), (110, 30), (80, 24)])
+async def test_the_f8_hint_is_shown_whole(size: tuple[int, int]) -> None:
+    app = AgentWorldApp(Settings(), offer_models=False)
+    async with app.run_test(size=size) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, TrajectoryPicker))
+        await pilot.pause()
+        hint = app.screen.query_one("#hint", Label)
+        assert hint.parent is not None
+        assert hint.parent.content_region.contains_region(hint.region)  # nothing clipped
+        drawn = " ".join(hint.render_line(y).text for y in range(hint.size.height))
+        assert "Ctrl+L loads it as history into its tab" in " ".join(drawn.split())

@@ -120,6 +120,36 @@ async def test_keys_switch_between_the_tabs() -> None:
         await wait_for(pilot, lambda: pane(app).domain.name == names[6])
 
 
+async def test_a_tab_key_pressed_as_the_app_starts_keeps_its_tab() -> None:
+    """The command line takes the focus at start; the news of it, arriving after the key,
+    does not switch back to its tab."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("alt+2")
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        await pilot.pause(0.3)
+        assert pane(app).domain.name == list(DOMAINS)[1]
+
+
+async def test_a_tab_key_pressed_in_any_editor_keeps_the_tab_it_showed() -> None:
+    """The focus of the tab left is not handed to a widget hidden with it (Textual's way),
+    which would have the tabs follow it back."""
+    app = make_app(None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await asyncio.wait_for(app.tabs_ready.wait(), 30)
+        names = list(DOMAINS)
+        for number in [2, 3, 4, 5, 6, 7, 1, 4, 3, 2]:
+            await pilot.press(f"alt+{number}")
+            await pilot.pause(0.3)
+            assert pane(app).domain.name == names[number - 1]
+            assert app.focused is not None and pane(app) in app.focused.ancestors
+        for key, step in [("alt+right", 1), ("ctrl+pagedown", 1), ("alt+left", -1)] * 3:
+            before = names.index(pane(app).domain.name)
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            assert pane(app).domain.name == names[(before + step) % len(names)]
+
+
 async def test_ctrl_u_shows_the_output_as_the_model_wrote_it(ls_model: Path) -> None:
     app = make_app(ls_model)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -277,3 +307,26 @@ async def test_the_no_model_help_goes_once_a_model_is_loaded(ls_model: Path) -> 
             assert "No model is configured" not in each.screen_view.text, each.domain.name
         await one_turn(app, pilot)
         assert json.loads(json.dumps(pane(app).session.turns[0].stats))["prompt_tokens"] > 0
+
+
+async def test_a_session_file_of_another_domain_opens_on_its_tab(tmp_path: Path) -> None:
+    """A session `mcp serve` saved (one MCP tab) opens on the MCP tab, not on the empty
+    terminal the app starts with (no model yet, as when one looks at a served session)."""
+    from agentworld_tui.domains import get_domain
+    from agentworld_tui.world.prompts import load_scenarios
+    from agentworld_tui.world.session import new_session
+    from agentworld_tui.world.workspace import Workspace
+
+    mcp = get_domain("mcp")
+    session, _ = new_session(mcp, load_scenarios("mcp")[0][0])
+    call = '{"name": "list_directory", "arguments": {"path": "/home/maya/notes"}}'
+    turn = session.begin_turn(mcp.parse_action(call, session.scenario))
+    session.finish_turn(turn, observation="[FILE] todo.md", reasoning="", status="complete")
+    served = tmp_path / "served.json"
+    Workspace([session], name="served").save(served)
+    app = AgentWorldApp(Settings(), session_file=served, offer_models=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: notified(app, "Opened"))
+        await pilot.pause(0.5)
+        assert pane(app).domain.name == "mcp"
+        assert "todo.md" in pane(app).screen_view.text

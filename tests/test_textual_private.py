@@ -29,3 +29,23 @@ def test_the_measurement_switch_names_only_render_pieces() -> None:
     assert textual_private._render_off(" scrollbar, ") == {"scrollbar"}
     with pytest.raises(ValueError, match="no render piece clock"):
         textual_private._render_off("clock")
+
+
+@pytest.mark.parametrize(
+    ("sent", "key"),
+    [
+        ("\x1b1", "alt+1"),  # tmux, xterm, most terminals: ESC then the digit
+        ("\x1b7", "alt+7"),
+        ("\x1b[50;3u", "alt+2"),  # CSI u (kitty keyboard protocol)
+        ("\x1b[27;3;51~", "alt+3"),  # xterm modifyOtherKeys (tmux extended-keys)
+        ("\x1b[27;5;97~", "ctrl+a"),
+        ("£", "pound_sign"),  # a character typed as such stays that character
+        ("\x1b[1;3C", "alt+right"),
+    ],
+)
+def test_keys_are_read_as_terminals_send_them(sent: str, key: str) -> None:
+    from textual._xterm_parser import XTermParser
+
+    textual_private.read_keys_as_sent()
+    read = [event for event in XTermParser().feed(sent) if hasattr(event, "key")]
+    assert [event.key for event in read] == [key]

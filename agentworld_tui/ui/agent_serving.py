@@ -56,6 +56,8 @@ class TabServing:
         """The agent acting in the tab now (None: waiting for one)."""
         self.agents_seen = 0
         self.last_refusal = ""
+        self.note = ""
+        """What the agent screen should say about how serving started (another port)."""
         self._screen_for: object = None
         """The held observation a HeldScreen is open for."""
 
@@ -104,7 +106,7 @@ class TabServing:
         except ServerError as exc:
             if not port:
                 raise
-            self.app.notify(f"{exc}; serving on another port instead.", severity="warning")
+            self.note = f"{exc}; serving on another port instead."
             self.url = await server.start("127.0.0.1", 0)
         self.server = server
         pane.agent = self
@@ -246,23 +248,48 @@ class TabServing:
             screen.dismiss(None)
 
 
+def confirm_question(title: str) -> str:
+    return (
+        f"Serve the {title} tab to agents? An MCP server starts on 127.0.0.1 (this machine "
+        "only): a program that connects acts in this tab's session, one at a time, and its "
+        "calls are turns here. Y serves; Esc or Enter cancels."
+    )
+
+
 async def toggle(app: AgentWorldApp) -> None:
-    """Ctrl+B: serve the tab on show (and show how to connect), or steer the agent in it."""
+    """Ctrl+B: serve the tab on show once the person confirms (then show how to connect),
+    or steer the agent in a tab served already."""
     from agentworld_tui.ui.screens.agent import AgentScreen
+    from agentworld_tui.ui.screens.sessions import ConfirmScreen
 
     pane = app.active_pane
     if pane is None:
         return
     serving = app.serving.get(pane.domain.name)
-    if serving is None:
-        serving = TabServing(app, pane)
-        try:
-            await serving.begin()
-        except (ServerError, ToolsetError) as exc:
-            app.notify(f"The tab cannot be served: {exc}", severity="error", timeout=12)
-            return
-        app.serving[pane.domain.name] = serving
-        app.notify(f"Serving the {pane.domain.title} tab to agents at {serving.url}", timeout=6)
+    if serving is not None:
+        app.push_screen(AgentScreen(serving))
+        return
+
+    async def serve(yes: bool | None) -> None:
+        if yes and pane.domain.name not in app.serving:
+            await start(app, pane)
+
+    question = confirm_question(pane.domain.title)
+    app.push_screen(ConfirmScreen(question, yes="Serve (Y)", no="Cancel"), serve)
+
+
+async def start(app: AgentWorldApp, pane: DomainPane) -> None:
+    """Serve ``pane``'s tab; the agent screen says where (it covers the screen: no toast
+    over its buttons)."""
+    from agentworld_tui.ui.screens.agent import AgentScreen
+
+    serving = TabServing(app, pane)
+    try:
+        await serving.begin()
+    except (ServerError, ToolsetError) as exc:
+        app.notify(f"The tab cannot be served: {exc}", severity="error", timeout=12)
+        return
+    app.serving[pane.domain.name] = serving
     app.push_screen(AgentScreen(serving))
 
 

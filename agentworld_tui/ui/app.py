@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane, Tabs
@@ -34,7 +35,12 @@ from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.textual_private import relabel
+from agentworld_tui.ui.textual_private import (
+    SafeCells,
+    SteadyTabs,
+    read_keys_as_sent,
+    relabel,
+)
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -67,6 +73,7 @@ class AgentWorldApp(App[int]):
         offer_models: bool = True,
     ) -> None:
         super().__init__()
+        read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
         self.settings = settings
         self.session_file = session_file
@@ -84,6 +91,7 @@ class AgentWorldApp(App[int]):
         self.serving: dict[str, TabServing] = {}
         """The tabs served to agents, by domain (``ui.agent_serving``)."""
         self._steady_cursor: dict[str, Widget] = {}
+        self._safe_cells = SafeCells()
 
     # -- what panes and screens use ---------------------------------------------------------
     @property
@@ -122,13 +130,18 @@ class AgentWorldApp(App[int]):
         kwargs["markup"] = False
         super().notify(sanitize(message), title=sanitize(title), **kwargs)  # type: ignore[arg-type]
 
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then ``SafeCells``: no character a terminal acts on is drawn,
+        whatever a widget was handed."""
+        return [*super().get_line_filters(), self._safe_cells]
+
     # -- layout -------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         # Only the first tab is built before the first frame; the rest follow right after it.
-        with TabbedContent(id="tabs", classes="backdrop"):
+        with SteadyTabs(id="tabs", classes="backdrop"):
             for name in DOMAINS:
                 label = tab_label(DOMAINS.title(name), busy=False)
                 with TabPane(label, id=f"tab-{name}", classes="backdrop"):
@@ -182,6 +195,9 @@ class AgentWorldApp(App[int]):
 
     def show_tab(self, domain: str) -> None:
         self.tabs().active = f"tab-{domain}"
+
+    def on_steady_tabs_focus_strayed(self) -> None:
+        self.focus_editor()
 
     def focus_editor(self) -> None:
         focus = getattr(self.active_pane, "focus_editor", None)

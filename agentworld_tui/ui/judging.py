@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from agentworld_tui.judging.judge import STOPPED
-from agentworld_tui.judging.turn import JudgeRun, judge_turn
+from agentworld_tui.judging.turn import JudgeRun, judge_params, judge_turn
 from agentworld_tui.simulator import TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.tab_actions import idle_pane
@@ -55,18 +56,23 @@ def judge_last_turn(app: AgentWorldApp) -> None:
             except JudgePromptsError as exc:
                 app.notify(str(exc), title="Judge prompts", severity="error", timeout=15)
                 return
-        messages, problems = turn_judge_messages(
-            pane.session, turn, request.reference, prompts=prompts
-        )
+        reference = request.reference
+        if not reference.strip():
+            from agentworld_tui.agents.env.rollout import JUDGE_REFERENCE
+
+            reference = JUDGE_REFERENCE  # judged on its own, as rollout's judge does
+        messages, problems = turn_judge_messages(pane.session, turn, reference, prompts=prompts)
         for problem in problems:
             app.notify(problem, severity="warning")
+        params = replace(judge_params(app.simulator.params), max_tokens=request.max_tokens)
         run = judge_turn(
             app.simulator,
             pane.session,
             turn,
             messages,
-            reference=request.reference,
+            reference=reference,
             spec=request.judge,
+            params=params,
             save=app.save_session,
         )
         remote = request.judge is not None and bool(request.judge.server)
@@ -83,7 +89,8 @@ def judge_last_turn(app: AgentWorldApp) -> None:
         app.push_screen(JudgeProgress(run, f"Judging turn {turn.number}", local=local), shown)
 
     reference = str(turn.stats.get("reference", ""))
-    app.push_screen(JudgeSetup(reference, loaded_model=name), chosen)
+    limit = app.settings.generation.judge_max_tokens
+    app.push_screen(JudgeSetup(reference, loaded_model=name, max_tokens=limit), chosen)
 
 
 class JudgeProgress(ModalScreen[Verdict | None]):

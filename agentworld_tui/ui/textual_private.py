@@ -2,7 +2,9 @@
 
 The app leans on a few of Textual's internals where its public API has no cheap way to
 say the same thing: drawing a widget without the messages a refresh sends, a start that
-lays the screen out and restyles it once, a tab's label changed without a layout, the context a loop callback runs in. Each piece says what it relies on
+lays the screen out and restyles it once, a tab's label changed without a layout, the
+context a loop callback runs in, and Alt+digit read as terminals send it (``read_keys_as_sent``).
+Each piece says what it relies on
 (``RELIES_ON``); ``check()`` looks for all of it, and tests/test_textual_private.py runs it,
 so a Textual release that moves any of it fails a test, not the app. pyproject pins
 Textual to the range these were checked against.
@@ -18,18 +20,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rich.segment import Segment
 from textual import events
+from textual._xterm_parser import XTermParser
+from textual.color import Color
 from textual.content import Content
 from textual.dom import NoScreen
+from textual.filter import LineFilter
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
-from textual.widgets import Static, Tab
+from textual.widgets import Static, Tab, TabbedContent, TabPane
+
+from agentworld_tui.world.sanitize import cell_safe, cell_unsafe
 
 RENDER_PIECES = ("scrollbar",)
 
@@ -72,6 +82,9 @@ RELIES_ON: dict[str, str] = {
     "Widget._check_disabled": "disabled(): whether a widget or an ancestor is disabled",
     "ScrollView.watch_scroll_y": "scroll_to_end_now(): what setting scroll_y triggers",
     "App._context": "within(): the active app for a loop callback",
+    "XTermParser._sequence_to_key_events": "read_keys_as_sent(): where a key's bytes are read",
+    "TabbedContent._on_tab_pane_focused": "SteadyTabs: the tab follows a focus into it",
+    "App.get_line_filters": "SafeCells: every line every widget draws passes these filters",
 }
 
 
@@ -199,6 +212,74 @@ class QuietStartScreen(Screen[None]):
             event.prevent_default()  # Screen's own handler would lay the screen out
 
 
+class SafeCells(LineFilter):
+    """The last line of defence for untrusted text: every line any widget draws loses the
+    characters a terminal acts on (``world.sanitize.cell_safe``) before it is written, so
+    a widget handed text that missed ``sanitize`` still cannot move the cursor, set the
+    title or the clipboard, or reorder the line. (Textual's filters are its own API for
+    colour; the app adds this one through ``App.get_line_filters``.)"""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not cell_unsafe("".join([segment.text for segment in segments])):
+            return segments
+        return [
+            segment
+            if segment.control or not cell_unsafe(segment.text)
+            else Segment(cell_safe(segment.text), segment.style)
+            for segment in segments
+        ]
+
+
+class SteadyTabs(TabbedContent):
+    """Tabs that a focus never switches: only a key, a click or the app does. Textual
+    shows the tab a widget is focused in, and a focus can land in a hidden tab late (a
+    focus asked for before a tab key arrives after it; the focus of a widget that hides
+    handed to a sibling hidden with it), which switched back to the tab just left. Such
+    a focus is told as ``FocusStrayed`` instead, for the app to focus the tab on show."""
+
+    class FocusStrayed(Message):
+        """A widget of a hidden tab took the focus."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        if event.tab_pane.id != self.active:
+            event.stop()
+            event.prevent_default()  # TabbedContent's own handler would switch the tab
+            self.post_message(self.FocusStrayed())
+
+
+_MODIFY_OTHER_KEYS = re.compile(r"\x1b\[27;(\d+);(\d+)~")
+
+
+def as_csi_u(sequence: str) -> str:
+    """A key's bytes in the CSI u form Textual reads with its modifiers, where Textual
+    misreads another form: ESC then a digit, which is Alt+digit from tmux, xterm and most
+    terminals (Textual takes it for a macOS Option character, Alt+2 typing ``™``), and
+    xterm's modifyOtherKeys form ``CSI 27;mods;code ~`` (tmux with extended-keys, which
+    Textual reads as the bare key)."""
+    if len(sequence) == 2 and sequence[0] == "\x1b" and sequence[1].isdigit():
+        return f"\x1b[{ord(sequence[1])};3u"
+    if match := _MODIFY_OTHER_KEYS.fullmatch(sequence):
+        modifiers, code = match.groups()
+        return f"\x1b[{code};{modifiers}u"
+    return sequence
+
+
+def read_keys_as_sent() -> None:
+    """Have Textual's terminal parser read keys with ``as_csi_u`` (once; every driver's
+    parser, the browser's included)."""
+    original = XTermParser._sequence_to_key_events
+    if getattr(original, "reads_keys_as_sent", False):
+        return
+
+    def sequence_to_key_events(
+        self: XTermParser, sequence: str, alt: bool = False
+    ) -> Iterable[events.Key]:
+        return original(self, as_csi_u(sequence), alt)
+
+    sequence_to_key_events.reads_keys_as_sent = True  # type: ignore[attr-defined]
+    XTermParser._sequence_to_key_events = sequence_to_key_events  # type: ignore[method-assign]
+
+
 def check() -> list[str]:
     """What this module relies on and the installed Textual lacks (empty when all is there)."""
     from textual.app import App
@@ -211,6 +292,8 @@ def check() -> list[str]:
         "App": App,
         "Screen": Screen,
         "Tab": Tab,
+        "XTermParser": XTermParser,
+        "TabbedContent": TabbedContent,
     }
     missing: list[str] = []
     for name in RELIES_ON:

@@ -32,6 +32,31 @@ _CONTROLS = re.compile(
 )
 
 
+# Every control character, tabs and newlines too, and the marks _CONTROLS removes: none of
+# them takes a cell on screen, and a terminal acts on each.
+_CELL_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]"
+)
+
+
+def cell_safe(text: str) -> str:
+    """``text`` less every character a terminal acts on, for text already laid out in
+    cells: each takes none, so what follows stays where it was drawn (``sanitize``
+    removes whole escape sequences, whose printable part takes cells)."""
+    return _CELL_UNSAFE.sub("", text)
+
+
+def cell_unsafe(text: str) -> bool:
+    """Whether ``cell_safe`` would change ``text``."""
+    return _CELL_UNSAFE.search(text) is not None
+
+
+def is_clean(text: str) -> bool:
+    """Whether ``sanitize`` leaves ``text`` as it is (every sequence it removes starts with
+    a control character), at the cost of one search."""
+    return _CONTROLS.search(text) is None
+
+
 def sanitize(text: str) -> str:
     """Return ``text`` with escape sequences and control characters removed.
 

@@ -21,6 +21,7 @@ from agentworld_tui.domains.android import AndroidDomain, UINode, node_action
 from agentworld_tui.ui.highlight import highlight
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.widgets.android.wireframe import WireframeView
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.sanitize import sanitize
@@ -77,7 +78,7 @@ class AndroidPane(DomainPane):
             yield Button("Back", id="direct-back", compact=True)
             yield Button("Home", id="direct-home", compact=True)
             yield Button("Open app", id="open-app", compact=True)
-        yield Input(
+        yield Field(
             placeholder='{"action": "tap", "element": "OK"}: pick a node, Enter sends',
             id="android-action",
             select_on_focus=False,

@@ -24,6 +24,7 @@ from agentworld_tui.domains.search import (
     with_simulation,
 )
 from agentworld_tui.ui.highlight import highlight
+from agentworld_tui.ui.panes.base import one_line
 from agentworld_tui.ui.panes.tool_call import ToolCallPane
 from agentworld_tui.ui.widgets.search.simulation_form import SimulationForm
 from agentworld_tui.world.sanitize import sanitize
@@ -59,7 +60,7 @@ def search_page(observation: str) -> list[Text]:
     for block in blocks:
         results = search_results("\n".join(block))
         if not results:
-            out.extend(highlight("\n".join(block).strip("\n"), "markdown"))
+            out.extend(highlight("\n".join(block), "markdown"))
             continue
         if _HEADING.match(block[0]):
             out.append(Text(block[0].lstrip("# ").strip(), style="bold underline"))
@@ -107,7 +108,7 @@ class SearchPane(ToolCallPane):
         query = str(extras.get("target_query", "") or "").strip()
         line = Text("Simulation: ", style="bold")
         if query:
-            line.append(f"target query “{query}” (F2 edits)")
+            line.append(f"target query “{one_line(query)}” (F2 edits)")
         elif simulation_instruction(self.session.scenario):
             line.append("the scenario's own instruction (F2 replaces it)")
         else:

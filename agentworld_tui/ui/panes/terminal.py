@@ -19,11 +19,12 @@ from textual.widgets import Input, Label, Static
 from agentworld_tui.domains.terminal import TerminalDomain, command, entry, wait
 from agentworld_tui.ui.highlight import PROMPT, highlight_terminal
 from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.session import Turn
 
 
-class KeystrokeInput(Input):
+class KeystrokeInput(Field):
     """The prompt line: control keys become keystroke entries instead of editing keys."""
 
     BINDINGS = [

@@ -17,7 +17,8 @@ from textual.widgets import Input, Label, OptionList, Static
 from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import Tool
 from agentworld_tui.ui.highlight import highlight
-from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.panes.base import DomainPane, one_line
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.tools.arguments_editor import ArgumentsEditor
 from agentworld_tui.ui.widgets.tools.tool_list import ToolList
 from agentworld_tui.world.action import Action, ActionError
@@ -62,7 +63,7 @@ class ToolCallPane(DomainPane):
             with Vertical(id="call"):
                 with Horizontal(id="name-row"):
                     yield Label("Tool")
-                    yield Input(placeholder="pick a tool from the list", id="tool-name")
+                    yield Field(placeholder="pick a tool from the list", id="tool-name")
                 yield Static(id="tool-help")
                 yield ArgumentsEditor(id="arguments")
 
@@ -111,11 +112,11 @@ class ToolCallPane(DomainPane):
         self.arguments.text = json.dumps(skeleton, ensure_ascii=False, indent=2)
         help_text = Text()
         if tool is not None:
-            help_text.append(" ".join(tool.description.split()))
+            help_text.append(one_line(tool.description))
             if tool.parameters:
                 optional = [p for p in tool.parameters if p not in tool.required]
                 if optional:
-                    help_text.append("  optional: " + ", ".join(optional), style="italic")
+                    help_text.append("  optional: " + one_line(", ".join(optional)), "italic")
         self.query_one("#tool-help", Static).update(help_text)
         self._mark("")
         self.show_error("")
@@ -144,6 +145,8 @@ class ToolCallPane(DomainPane):
         name = self.tool_name.value.strip()
         if not name:
             raise ActionError("pick a tool from the list first", field="name")
+        listed = self.tool_list.tool(name)
+        name = listed.name if listed is not None else name  # the field shows it sanitized
         text = self.arguments.text.strip() or "{}"
         try:
             arguments = read_json(text)

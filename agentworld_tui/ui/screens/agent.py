@@ -50,9 +50,9 @@ class AgentScreen(ModalScreen[None]):
     DEFAULT_CSS = (
         MODAL_CSS.format(name="AgentScreen")
         + """
-    AgentScreen #connect { height: auto; margin: 1 0; }
+    AgentScreen #connect { height: auto; margin: 1 0 0 0; }
     AgentScreen #who { height: auto; }
-    AgentScreen RadioSet { height: auto; margin: 1 0 0 0; }
+    AgentScreen RadioSet { height: auto; }
     """
     )
     BINDINGS = [Binding("escape,ctrl+b", "close", "Close")]
@@ -70,26 +70,22 @@ class AgentScreen(ModalScreen[None]):
                 Text(f"The {pane.domain.title} tab is served to agents (MCP, streamable HTTP)")
             )
             tools = ", ".join(serving.tools)
-            yield Static(
-                Text(
-                    sanitize(
-                        "\n".join([*connect_lines(name, serving.url), f"Tools        {tools}"])
-                    )
-                ),
-                id="connect",
-            )
+            lines = [*connect_lines(name, serving.url), f"Tools        {tools}"]
+            if serving.note:
+                lines.append(serving.note)
+            yield Static(Text(sanitize("\n".join(lines))), id="connect")
             yield Static(id="who")
             with RadioSet(id="hold"):
                 for mode, label in HOLD_LABELS.items():
                     yield RadioButton(label, value=serving.hold_mode == mode, id=f"hold-{mode}")
             yield Static(
-                "Held observations open for editing. F9 (perturbation) and F10 (world) steer "
-                "the agent's coming calls; Esc in the tab stops its call.",
+                "Held observations open for editing (Edit held). F9 (perturbation) and F10 "
+                "(world) steer the agent's coming calls; Esc in the tab stops its call.",
                 classes="hint",
             )
             with Horizontal(classes="buttons"):
-                yield Button("Edit the held observation", id="edit", variant="primary")
-                yield Button("Stop the call", id="stop-call", variant="warning")
+                yield Button("Edit held", id="edit", variant="primary")
+                yield Button("Stop call", id="stop-call", variant="warning")
                 yield Button("Stop serving", id="stop-serving", variant="error")
                 yield Button("Close (Esc)", id="close")
 
@@ -193,7 +189,8 @@ class HeldScreen(ModalScreen[None]):
 
     def action_release(self) -> None:
         text = self.query_one(Editor).text
-        self._let_go(None if text == self.held.predicted else text)
+        unedited = text == sanitize(self.held.predicted)  # the editor shows it sanitized
+        self._let_go(None if unedited else text)
 
     def action_release_predicted(self) -> None:
         self._let_go(None)

@@ -16,8 +16,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
+from agentworld_tui.config import MAX_CONTEXT
 from agentworld_tui.engines.factory import EngineSpec
 from agentworld_tui.ui.widgets.editor import Editor
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.judgement import DIMENSIONS, Verdict
 from agentworld_tui.world.sanitize import sanitize
@@ -33,6 +35,8 @@ class JudgeRequest:
     """Another judge engine; None: the model the app has loaded."""
     prompts: str = ""
     """A folder of judge prompts (a clone of the official release, say); "": the project's."""
+    max_tokens: int = 32768
+    """The judge's own limit (not the world model's)."""
 
 
 class JudgeSetup(ModalScreen[JudgeRequest | None]):
@@ -46,6 +50,9 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
     JudgeSetup .row { height: auto; }
     JudgeSetup #buttons { height: auto; align-horizontal: right; }
     JudgeSetup #judge-error { color: $error; height: auto; }
+    JudgeSetup #reference-label { width: 1fr; }
+    JudgeSetup .field-label { padding: 1 1 0 1; }
+    JudgeSetup #judge-max-tokens { width: 12; }
     """
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
@@ -53,17 +60,27 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
     ]
 
     def __init__(
-        self, reference: str = "", *, loaded_model: str = "", last: EngineSpec | None = None
+        self,
+        reference: str = "",
+        *,
+        loaded_model: str = "",
+        last: EngineSpec | None = None,
+        max_tokens: int = 32768,
     ) -> None:
         super().__init__()
         self.reference = reference
         self.loaded_model = loaded_model
         self.last = last
+        self.max_tokens = max_tokens
 
     def compose(self) -> ComposeResult:
         last = self.last or EngineSpec()
         with Vertical():
-            yield Label("Reference observation (the real one; paste it if the turn has none)")
+            yield Label(
+                "Reference observation (the real one, pasted if the turn has none; empty: "
+                "the prediction is judged on its own, without one)",
+                id="reference-label",
+            )
             yield Editor(self.reference, id="reference", soft_wrap=False)
             yield Label("Judge")
             with RadioSet(id="which"):
@@ -77,17 +94,20 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
                     "An OpenAI-compatible server", value=bool(last.server), id="server"
                 )
             with Horizontal(classes="row"):
-                yield Input(last.model_path, placeholder="/path/to/judge.gguf", id="path")
+                yield Field(last.model_path, placeholder="/path/to/judge.gguf", id="path")
             with Horizontal(classes="row"):
-                yield Input(last.server, placeholder="http://host:8000/v1", id="url")
-                yield Input(last.model, placeholder="model name", id="model")
-                yield Input(last.api_key_env, placeholder="API key variable", id="key-env")
+                yield Field(last.server, placeholder="http://host:8000/v1", id="url")
+                yield Field(last.model, placeholder="model name", id="model")
+                yield Field(last.api_key_env, placeholder="API key variable", id="key-env")
             with Horizontal(classes="row"):
-                yield Input(
-                    placeholder="judge prompts folder (e.g. a clone of the official release); "
-                    "empty: the project's own",
+                yield Field(
+                    placeholder="judge prompts folder (empty: the project's own)",
                     id="prompts",
                     suggester=PathSuggester(),
+                )
+                yield Label("max tokens", classes="field-label")
+                yield Field(
+                    str(self.max_tokens), id="judge-max-tokens", type="integer", max_length=7
                 )
             yield Static("", id="judge-error", markup=False)
             with Horizontal(id="buttons"):
@@ -108,8 +128,9 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
 
     def action_judge(self) -> None:
         reference = self.query_one("#reference", Editor).text
-        if not reference.strip():
-            self._fail("Give the reference observation to compare with.")
+        limit = self.query_one("#judge-max-tokens", Input).value.strip()
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_CONTEXT:
+            self._fail(f"The judge's max tokens: a whole number from 1 to {MAX_CONTEXT:,}.")
             return
         pressed = self.query_one("#which", RadioSet).pressed_button
         which = pressed.id if pressed is not None else "loaded"
@@ -134,7 +155,7 @@ class JudgeSetup(ModalScreen[JudgeRequest | None]):
                 self._fail("No model is loaded: choose a local GGUF or a server.")
                 return
             spec = None
-        self.dismiss(JudgeRequest(reference, spec, prompts))
+        self.dismiss(JudgeRequest(reference, spec, prompts, int(limit)))
 
 
 def verdict_table(verdict: Verdict) -> Table:

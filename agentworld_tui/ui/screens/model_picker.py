@@ -23,6 +23,7 @@ from agentworld_tui.models.catalog import Catalog, CatalogEntry, load_catalog
 from agentworld_tui.models.download import DownloadCancelled, DownloadError, PullProgress, pull
 from agentworld_tui.models.fit import FitVerdict, estimate_entry_fit, recommend
 from agentworld_tui.models.hardware import MachineMemory, machine_memory
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 
 STATUS_STYLE = {"fits": "green", "tight": "yellow", "does_not_fit": "red"}
@@ -76,7 +77,7 @@ class ModelPicker(ModalScreen[Path | None]):
                 yield Label("", id="progress-text")
             yield Static("", id="picker-error")
             with Horizontal(id="file-row"):
-                yield Input(
+                yield Field(
                     placeholder="…or the path of a GGUF file you have (→ completes)",
                     id="file",
                     suggester=PathSuggester(".gguf"),

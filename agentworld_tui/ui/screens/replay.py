@@ -24,6 +24,7 @@ from agentworld_tui.domains import DOMAINS
 from agentworld_tui.engines.base import Finished
 from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
@@ -75,6 +76,7 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
     TrajectoryPicker > Vertical {
         width: 96%; height: 90%; border: thick $primary; background: $surface; padding: 0 1;
     }
+    TrajectoryPicker #hint { width: 1fr; }
     TrajectoryPicker #trajectories { height: 1fr; }
     TrajectoryPicker #upto-row { height: auto; }
     TrajectoryPicker #upto-row Label { padding: 1 1 0 0; }
@@ -100,9 +102,10 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
         with Vertical():
             yield Label(
                 "AgentWorldBench file (*_test.jsonl) or a folder of them · Enter opens · "
-                "then Enter or Ctrl+R replays, Ctrl+L loads it as history into its tab"
+                "then Enter or Ctrl+R replays, Ctrl+L loads it as history into its tab",
+                id="hint",
             )
-            yield Input(
+            yield Field(
                 self.start_path,
                 placeholder="path to a .jsonl file or folder (→ completes)",
                 id="path",
@@ -112,7 +115,7 @@ class TrajectoryPicker(ModalScreen[TrajectoryChoice | None]):
             yield DataTable(id="trajectories", cursor_type="row")
             with Horizontal(id="upto-row"):
                 yield Label("Load recorded turns 1 to")
-                yield Input("", placeholder="all", id="upto", type="integer")
+                yield Field("", placeholder="all", id="upto", type="integer")
             yield Static("", id="problem")
 
     def on_mount(self) -> None:

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
+from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.world.library import SavedSession, SessionLibrary
 from agentworld_tui.world.sanitize import sanitize
 from agentworld_tui.world.workspace import WorkspaceError
@@ -72,7 +73,7 @@ class RenameScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("New name")
-            yield Input(self.current, id="name")
+            yield Field(self.current, id="name")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)

@@ -3,7 +3,8 @@
 Used for the simulated screens and the reasoning panel: text is appended as it streams
 (only the changed line is touched), a finished block can be replaced by its highlighted
 form, and a 100k-line answer or a 1 MB line costs no more than the rows being shown.
-Lines are Rich ``Text`` built from plain strings: model output is never parsed as markup.
+Lines are Rich ``Text`` built from plain strings: model output is never parsed as markup,
+and whatever the view is handed is sanitized (``world.sanitize``) as it comes in.
 
 The view draws its own vertical scrollbar in its last column, into the rows it caches:
 Textual's scrollbar is a widget of its own that renders every row again whenever the view
@@ -34,6 +35,7 @@ from agentworld_tui.ui.textual_private import (
     scroll_to_end_now,
     scroll_update,
 )
+from agentworld_tui.world.sanitize import is_clean, sanitize
 
 MAX_LINE_CHARS = 5_000
 """Longer lines are shown cut, with a note of how much is hidden."""
@@ -55,6 +57,13 @@ def _tabs_expanded(line: Text) -> Text:
     line = line.copy()
     line.expand_tabs(8)
     return line
+
+
+def _clean(line: Text) -> Text:
+    """A line as it may be shown: sanitized (its colours go with what it held)."""
+    if is_clean(line.plain):
+        return line
+    return Text(" ".join(sanitize(line.plain).split("\n")), style=line.style)
 
 
 def _wrap_offsets(text: str, width: int) -> list[tuple[int, int]]:
@@ -179,7 +188,9 @@ class LineView(DirtyRows, can_focus=True):
         return self._serial
 
     def append(self, text: str, style: Style | str = "") -> None:
-        """Append streamed text; newlines start new lines."""
+        """Append streamed text; newlines start new lines. (A stream's escape sequences
+        split across chunks are for ``StreamSanitizer`` to hold back before this.)"""
+        text = sanitize(text)
         if not text:
             return
         first = len(self._lines) - 1
@@ -209,7 +220,7 @@ class LineView(DirtyRows, can_focus=True):
             self._lines.append(Text())
             self._versions.append(self._next())
             first += 1
-        lines = [_tabs_expanded(line) for line in lines]
+        lines = [_tabs_expanded(_clean(line)) for line in lines]
         self._lines[-1:] = [*lines, Text()]
         self._versions[-1:] = [self._next() for _ in range(len(lines) + 1)]
         self._relayout(first)

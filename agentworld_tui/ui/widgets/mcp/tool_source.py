@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from agentworld_tui.domains.tool_call import Tool, ToolListError, load_tools, tools_from_json
 from agentworld_tui.ui.widgets.editor import Editor
+from agentworld_tui.ui.widgets.field import Field
 
 
 class ToolSource(Vertical):
@@ -40,7 +41,7 @@ class ToolSource(Vertical):
     def compose(self) -> ComposeResult:
         self.border_title = "Load tools · a tools/list file, or paste the JSON"
         yield Label("File (a saved tools/list result, or a JSON list of tools):")
-        yield Input(placeholder="/path/to/tools.json, Enter loads it", id="source-path")
+        yield Field(placeholder="/path/to/tools.json, Enter loads it", id="source-path")
         yield Label("or paste the tool definitions:")
         yield Editor(language="json", id="source-paste")
         yield Static(id="source-note")

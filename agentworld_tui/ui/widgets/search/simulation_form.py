@@ -10,6 +10,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label
 
 from agentworld_tui.ui.widgets.editor import Editor
+from agentworld_tui.ui.widgets.field import Field
 
 
 class SimulationForm(Vertical):
@@ -34,7 +35,7 @@ class SimulationForm(Vertical):
     def compose(self) -> ComposeResult:
         self.border_title = "Simulation instruction · sent with every turn from the next one"
         yield Label("Target query:")
-        yield Input(placeholder="the question the simulated web should answer", id="target-query")
+        yield Field(placeholder="the question the simulated web should answer", id="target-query")
         yield Label("Reference answer (its facts must hold in every result and page):")
         yield Editor(id="reference-answer", soft_wrap=True)
         with Horizontal(id="simulation-buttons"):

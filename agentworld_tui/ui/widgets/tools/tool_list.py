@@ -7,6 +7,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from agentworld_tui.domains.tool_call import Tool
+from agentworld_tui.world.sanitize import sanitize
 
 
 class ToolList(OptionList):
@@ -27,9 +28,9 @@ class ToolList(OptionList):
         self.tools = list(tools or [])
         self.clear_options()
         for tool in self.tools:
-            label = Text(tool.name, style="bold")
+            label = Text(sanitize(tool.name), style="bold")
             if tool.required:
-                label.append("  " + ", ".join(tool.required), style="dim")
+                label.append("  " + sanitize(", ".join(tool.required)), style="dim")
             self.add_option(Option(label, id=tool.name))
         if tools is None:
             self.border_title = "Tools · none given"
@@ -39,4 +40,6 @@ class ToolList(OptionList):
             self.border_subtitle = ""
 
     def tool(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)
+        """The tool named ``name``, as listed or as a field shows it (sanitized)."""
+        found = next((t for t in self.tools if t.name == name), None)
+        return found or next((t for t in self.tools if sanitize(t.name) == name), None)

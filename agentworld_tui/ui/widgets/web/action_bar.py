@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Select
 
 from agentworld_tui.domains.web import ACTIONS, Param, signature
+from agentworld_tui.ui.widgets.field import Field
 
 _PLACEHOLDER = {"number": 0, "integer": 0, "modifiers": []}
 
@@ -39,7 +40,7 @@ class ActionBar(Vertical):
         options = [(name, name) for name in ACTIONS]
         with Horizontal(id="action-row"):
             yield Select(options, prompt="Action", id="action-kind", allow_blank=True)
-            yield Input(
+            yield Field(
                 placeholder='a browser call, e.g. click("a42"); Enter sends',
                 id="call",
                 select_on_focus=False,
