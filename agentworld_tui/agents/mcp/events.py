@@ -16,9 +16,17 @@ from __future__ import annotations
 import contextvars
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    MCP_SESSION_ID_HEADER,
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,7 +34,7 @@ RETRY_MS = 2000
 """How long a client waits before it reconnects to a stream it lost."""
 EVENTS_PER_STREAM = 64
 EVENTS_IN_ALL = 8192
-SESSION_HEADER = b"mcp-session-id"
+SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("latin-1")
 
 
 @dataclass
@@ -40,6 +48,15 @@ class _Session:
 _CURRENT: contextvars.ContextVar[_Session | None] = contextvars.ContextVar(
     "agentworld_mcp_session", default=None
 )
+
+
+def session_of(scope: Scope) -> str:
+    """The MCP session an HTTP request names in its header ("" when none)."""
+    return _named(scope.get("headers"))
+
+
+def _named(headers: Iterable[tuple[bytes, bytes]] | None) -> str:
+    return dict(headers or []).get(SESSION_HEADER, b"").decode("latin-1")
 
 
 def _session_id() -> str:
@@ -57,13 +74,11 @@ class SessionScope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        session = _Session(headers.get(SESSION_HEADER, b"").decode("latin-1"))
+        session = _Session(session_of(scope))
 
         async def noted(message: Message) -> None:
             if message["type"] == "http.response.start" and not session.id:
-                answered = dict(message.get("headers") or [])
-                session.id = answered.get(SESSION_HEADER, b"").decode("latin-1")
+                session.id = _named(message.get("headers"))
             await send(message)
 
         token = _CURRENT.set(session)

@@ -25,6 +25,7 @@ from agentworld_tui.agents.guard import (
     bind,
     is_loopback,
 )
+from agentworld_tui.agents.mcp.events import session_of
 
 __all__ = [
     "EmbeddedServer",
@@ -36,8 +37,6 @@ __all__ = [
     "is_loopback",
     "uvicorn_config",
 ]
-
-SESSION_HEADER = b"mcp-session-id"
 
 
 class Gate:
@@ -58,8 +57,7 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        session = headers.get(SESSION_HEADER, b"").decode("latin-1")
+        session = session_of(scope)
         if scope.get("method") != "DELETE" or not session or self.on_end is None:
             await self.app(scope, receive, send)
             return

@@ -55,13 +55,7 @@ def observation_result(
     if tool is not None and tool.output_schema is not None:
         structured, text, problem = structured_output(observation, tool.output_schema)
         if structured is None:
-            return types.CallToolResult(
-                content=[
-                    types.TextContent(type="text", text=unfitting(problem)),
-                    types.TextContent(type="text", text=observation),
-                ],
-                is_error=True,
-            )
+            return unfit_result(observation, problem)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=structured,
@@ -72,9 +66,18 @@ def observation_result(
     )
 
 
-def unfitting(problem: str, asked: int = 1) -> str:
+def unfit_result(observation: str, problem: str, asked: int = 1) -> types.CallToolResult:
+    """The error result for an observation that does not fit the tool's output schema:
+    why, then the observation as it is."""
     times = f" (asked {asked} times)" if asked > 1 else ""
-    return f"The simulated server's result did not fit the tool's output schema{times}: {problem}"
+    why = f"The simulated server's result did not fit the tool's output schema{times}: {problem}"
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text=why),
+            types.TextContent(type="text", text=observation),
+        ],
+        is_error=True,
+    )
 
 
 def output_problem(observation: str, tool: types.Tool | None) -> str:

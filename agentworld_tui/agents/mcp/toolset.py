@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +182,6 @@ def listed_tools(data: Any, source: str) -> list[Any]:
 def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scenario:
     """The scenario the MCP domain's prompt is written from, with the declared tools
     (name, description, input and output schemas) as its tool list."""
-    from dataclasses import replace
-
     prompt_tools = [
         Tool(t.name, t.description or "", dict(t.input_schema), t.output_schema).to_dict()
         for t in declared
