@@ -65,6 +65,8 @@ class Reply:
     endless_line: bool = False
     """After the deltas, start a chunk and never end its line (given up after
     ``ENDLESS_LINE_BYTES``)."""
+    location: str = ""
+    """A Location header for an error reply (a redirect)."""
     delta_extra: dict[str, Any] = field(default_factory=dict)
     """Fields added to every delta, e.g. an empty ``reasoning_content``."""
 
@@ -393,6 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         if reply.content_encoding:
             self.send_header("Content-Encoding", reply.content_encoding)
+        if reply.location:
+            self.send_header("Location", reply.location)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()

@@ -15,12 +15,14 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from faultserver import FaultServer, Reply, free_port
 from ggufgen import write_scripted_model
 
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
+from agentworld_tui.domains import get_domain
 from agentworld_tui.engines.base import (
     EngineError,
     ErrorKind,
@@ -29,7 +31,16 @@ from agentworld_tui.engines.base import (
     GenerationParams,
     GenerationStats,
 )
+from agentworld_tui.engines.factory import EngineSpec
+from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.engines.remote import RemoteEngine
+from agentworld_tui.evaluation.bench import predict_record
+from agentworld_tui.judging.judge import JudgeSettings, run_judge
+from agentworld_tui.judging.turn import judge_turn
+from agentworld_tui.simulator.service import Simulator
+from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.session import new_session
+from agentworld_tui.world.trajectories import parse_sample
 
 MESSAGES = [
     {"role": "system", "content": "You simulate a shell."},
@@ -311,3 +322,52 @@ def test_no_reasoning_counts_no_reasoning_tokens(server: FaultServer) -> None:
     assert done.observation == "file_a"
     assert done.reasoning == ""
     assert (done.stats.generated_tokens, done.stats.reasoning_tokens) == (12, 0)
+
+
+# -- the kind travels with the failure ---------------------------------------------------------
+def test_a_bench_sample_keeps_the_kind_of_its_failure(scripted_model: Any) -> None:
+    """The local engine raises for a prompt longer than its context: the record says so
+    as a kind, not only in words."""
+    line = json.dumps(
+        {
+            "task": "terminal",
+            "id": "t-1",
+            "prompt": [],
+            "response": [],
+            "current_prompt": "### Turn 1\n" + "ls -la /var/log " * 200,
+            "system_str": "You are a terminal.",
+            "turn_idx": 1,
+            "total_turns": 1,
+        }
+    )
+    sample = parse_sample(line, "terminal", "terminal_test.jsonl:1")
+    engine = LlamaEngine(scripted_model(SCRIPT), n_ctx=256, threads=1)
+    engine.load()
+    try:
+        record = predict_record(engine, sample, PARAMS, GenerationControl())
+    finally:
+        engine.unload()
+    assert record["status"] == "error"
+    assert record["error_kind"] == "context_too_long"
+
+
+def test_a_judge_that_failed_keeps_the_kind(server: FaultServer) -> None:
+    engine = connected(server)
+    server.queue(Reply(status=401, error_message="bad key"))
+    verdict = run_judge(engine, MESSAGES, settings=JudgeSettings(attempts=1))
+    assert verdict.engine_failed and verdict.error_kind == ErrorKind.AUTH
+    server.queue(Reply(content=["x"], cut_after=0))
+    verdict = run_judge(engine, MESSAGES, settings=JudgeSettings(attempts=1))
+    assert verdict.engine_failed and verdict.error_kind == ErrorKind.TRANSIENT
+
+
+def test_a_judge_that_cannot_load_keeps_the_kind(server: FaultServer) -> None:
+    simulator = Simulator(connected(server))
+    session, _ = new_session(get_domain("terminal"), Scenario("t", "Test"))
+    turn = session.begin_turn(get_domain("terminal").parse_action("ls", session.scenario))
+    spec = EngineSpec(server=server.url, model="not-served")
+    try:
+        verdict = judge_turn(simulator, session, turn, MESSAGES, reference="x", spec=spec).wait()
+    finally:
+        simulator.close()
+    assert verdict.engine_failed and verdict.error_kind == ErrorKind.NOT_FOUND

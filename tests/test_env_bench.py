@@ -38,3 +38,22 @@ def test_the_environment_benchmark_prints_its_figures() -> None:
     ):
         assert re.search(pattern, out), f"missing {pattern!r} in:\n{out}"
     assert "Traceback" not in done.stderr
+
+
+def test_the_http_client_comparison_prints_its_figures() -> None:
+    """bench/http_clients.py (issue 40's choice of one HTTP client): every candidate streams
+    the answers and gets a figure, the control too."""
+    script = BENCH.parent / "http_clients.py"
+    here = {**os.environ, "PYTHONPATH": str(BENCH.parents[1])}
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=here,
+    )
+    assert done.returncode == 0, done.stderr
+    for kind in ("http.client", "httpx", "sdk", "aiohttp", "control"):
+        pattern = rf"  {re.escape(kind)} +median {NUMBER}  \[{NUMBER}\]"
+        assert re.search(pattern, done.stdout), f"missing {pattern!r} in:\n{done.stdout}"
+    assert "Traceback" not in done.stderr

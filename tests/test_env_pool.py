@@ -269,14 +269,13 @@ def test_every_client_shares_one_tls_context() -> None:
     server's: bench/env.py)."""
     from agentworld_tui.engines.remote import RemoteEngine
 
-    engine = RemoteEngine("http://127.0.0.1:9/v1")
+    engine = RemoteEngine("https://127.0.0.1:9/v1")
     contexts = []
     for _ in range(3):
         client = engine._client()
         assert engine._client() is client  # every request of the engine goes through it
-        contexts.append(client._client._transport._pool._ssl_context)
+        contexts.append(client.tls)
         engine.unload()  # closes it: the next request makes another
-    contexts.append(
-        RemoteEngine("https://127.0.0.1:9/v1")._client()._client._transport._pool._ssl_context
-    )
+    contexts.append(RemoteEngine("https://127.0.0.2:9/v1")._client().tls)
+    assert contexts[0] is not None
     assert all(c is contexts[0] for c in contexts)

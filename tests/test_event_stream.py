@@ -1,4 +1,4 @@
-"""Splitting an answer's event stream into events (engines/event_stream.py), however the
+"""Splitting an answer's event stream into events (engines/remote/events.py), however the
 bytes are cut: the remote engine reads every server's stream through it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentworld_tui.engines.event_stream import sse_data
+from agentworld_tui.engines.remote.events import sse_data
 
 BODY = (
     ": a comment the server sends to keep the line open\r\n"

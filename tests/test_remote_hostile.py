@@ -20,6 +20,7 @@ from faultserver import ENDLESS_CHUNKS, FaultServer, Reply
 from agentworld_tui.engines.base import (
     EngineError,
     EngineEvent,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -146,6 +147,29 @@ def test_error_bodies_while_loading(
     message = load_error(RemoteEngine(server.url, api_key_env="WORLD_KEY"))
     assert_safe(message)
     assert f"HTTP {reply.status}" in message or f"({reply.status}" in message
+
+
+def test_a_redirect_is_not_followed(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key goes only to the address the user gave; the message says where to go."""
+    monkeypatch.setenv("WORLD_KEY", "sk-1")
+    elsewhere = "http://elsewhere.invalid/v1/models\x1b]52;c;cHduZWQ=\x07\x1b]0;title\x07\x9b2J\x7f"
+    server.models_reply = Reply(status=301, error_body=b"", location=elsewhere)
+    with pytest.raises(EngineError) as caught:
+        RemoteEngine(server.url, api_key_env="WORLD_KEY").load()
+    message = str(caught.value)
+    assert caught.value.kind is ErrorKind.REFUSED
+    assert message.startswith(f"{server.url} redirects to http://elsewhere.invalid/v1/models")
+    assert "(HTTP 301) while listing the models" in message
+    assert_safe(message, readable=False)
+    assert [r.path for r in server.requests] == ["/v1/models"]
+
+    engine = RemoteEngine(server.url)
+    server.models_reply = None
+    engine.load()
+    server.queue(Reply(status=307, error_body=b"", location="https://elsewhere.invalid/v1"))
+    done = turn(engine)
+    assert done.error_kind is ErrorKind.REFUSED
+    assert "redirects to https://elsewhere.invalid/v1 (HTTP 307) while starting" in done.error
 
 
 # -- streaming ---------------------------------------------------------------------------

@@ -311,7 +311,8 @@ def predict_record(
             if isinstance(event, Finished):
                 finished = event
     except EngineError as exc:
-        finished = Finished("", "", False, GenerationStats(stop_reason="error"), error=str(exc))
+        stats = GenerationStats(stop_reason="error")
+        finished = Finished("", "", False, stats, error=str(exc), error_kind=exc.kind)
     if finished is None:  # the engine ended without its final event
         finished = Finished("", "", False, GenerationStats(stop_reason="cancelled"))
     status, note = outcome(finished)
@@ -333,6 +334,8 @@ def predict_record(
         "stats": finished.stats.to_dict(),
         "time": time.time(),
     }
+    if finished.error_kind is not None:
+        record["error_kind"] = str(finished.error_kind)
     if finished.content is not None:
         record["content"] = finished.content
     if keep_reasoning:

@@ -18,6 +18,7 @@ from agentworld_tui.engines.base import (
     Engine,
     EngineError,
     EngineEvent,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -122,7 +123,8 @@ def _ask(
             elif on_event is not None:
                 on_event(event)
     except EngineError as exc:
-        return Verdict(None, f"the judge failed: {exc}", reference=reference, engine_failed=True)
+        why = f"the judge failed: {exc}"
+        return Verdict(None, why, reference=reference, engine_failed=True, error_kind=exc.kind)
     if finished is None:
         return Verdict(None, STOPPED, reference=reference, engine_failed=True)
     stats = finished.stats.to_dict()
@@ -131,7 +133,8 @@ def _ask(
         return Verdict(None, STOPPED, "", reference, answer, stats, engine_failed=True)
     if finished.error:
         why = f"the judge failed: {finished.error}"
-        return Verdict(None, why, "", reference, answer, stats, engine_failed=True)
+        kind = finished.error_kind or ErrorKind.FAILED
+        return Verdict(None, why, "", reference, answer, stats, engine_failed=True, error_kind=kind)
     reading = read_verdict(answer)
     strict = ""
     if reading.strict is None:

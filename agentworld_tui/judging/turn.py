@@ -12,7 +12,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agentworld_tui.engines.base import Engine, EngineError, GenerationParams
+from agentworld_tui.engines.base import Engine, EngineError, ErrorKind, GenerationParams
 from agentworld_tui.judging.judge import JUDGE_PARAMS, run_judge
 from agentworld_tui.simulator.queue import CallJob
 from agentworld_tui.simulator.run import Home, Saver, StreamRun
@@ -100,8 +100,9 @@ def judge_turn(
             on_event=run.sink,
         )
 
-    def failed(error: str) -> Verdict:
-        return Verdict(None, f"the judge failed: {error}", reference=reference, engine_failed=True)
+    def failed(error: str, kind: ErrorKind = ErrorKind.FAILED) -> Verdict:
+        why = f"the judge failed: {error}"
+        return Verdict(None, why, reference=reference, engine_failed=True, error_kind=kind)
 
     def done(result: object, error: str | None) -> None:
         run.sink(result if isinstance(result, Verdict) else failed(error or "no verdict"))
@@ -117,7 +118,7 @@ def judge_turn(
         try:
             engine.load()
         except EngineError as exc:
-            return failed(str(exc))
+            return failed(str(exc), exc.kind)
         try:
             return judged_by(engine)
         finally:

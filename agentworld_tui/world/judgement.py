@@ -85,6 +85,9 @@ class Verdict:
     attempts: int = 0
     """Requests made to get this verdict (a judge asked again when its answer was
     unreadable or its request failed)."""
+    error_kind: str = ""
+    """When the judge engine failed: the kind of its failure (``engines.base.ErrorKind``'s
+    value), what a caller decides on; "" otherwise."""
 
     @property
     def parsed(self) -> bool:
@@ -101,6 +104,7 @@ class Verdict:
             "engine_failed": self.engine_failed,
             "official": self.official.to_dict() if self.official else None,
             "attempts": self.attempts,
+            **({"error_kind": self.error_kind} if self.error_kind else {}),
         }
 
     @classmethod
@@ -117,6 +121,7 @@ class Verdict:
             engine_failed=bool(data.get("engine_failed", False)),
             official=OfficialVerdict.from_dict(official) if official else None,
             attempts=int(data.get("attempts", 0)),
+            error_kind=str(data.get("error_kind", "")),
         )
 
 

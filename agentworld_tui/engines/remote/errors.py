@@ -15,13 +15,17 @@ import re
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentworld_tui.engines.base import EngineError, ErrorKind
+from agentworld_tui.engines.remote.transport import (
+    ErrorEvent,
+    ReplyRefused,
+    StatusError,
+    TimedOut,
+    Unreachable,
+)
 from agentworld_tui.world.sanitize import sanitize
-
-if TYPE_CHECKING:
-    import openai
 
 STREAMING = "streaming the answer"
 
@@ -74,7 +78,7 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def server_message(exc: openai.APIError) -> str:
+def server_message(exc: StatusError | ErrorEvent) -> str:
     body = exc.body
     if isinstance(body, dict):
         for key in ("message", "detail", "error"):
@@ -120,9 +124,7 @@ class ContextRefusal:
 def context_refusal(exc: BaseException) -> ContextRefusal | None:
     """The sizes in a server's refusal of a prompt too long for its context; None when
     ``exc`` is not such a refusal."""
-    import openai
-
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+    if not isinstance(exc, StatusError) or exc.status not in (400, 413, 422):
         return None
     body = exc.body
     fields: dict[str, Any] = body if isinstance(body, dict) else {}
@@ -204,10 +206,6 @@ class Asked:
 def describe(exc: BaseException, asked: Asked) -> EngineError:
     """The failure of a request as an ``EngineError``: its kind, and one line that says
     what went wrong and what to try."""
-    import openai
-
-    from agentworld_tui.engines.bounded_http import ReplyRefused
-
     if isinstance(exc, EngineError):  # already one line that says what to do
         return exc
     where, doing = asked.where, asked.doing
@@ -218,15 +216,31 @@ def describe(exc: BaseException, asked: Asked) -> EngineError:
             f"{where} {refused} while {doing}{kept}; the server may be broken or hostile",
             ErrorKind.BAD_REPLY,
         )
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, TimedOut):
         return EngineError(
             f"{where} sent nothing for {asked.timeout:g} s while {doing} (timeout){kept}; "
             "the server may be busy or stuck, try again",
             ErrorKind.TIMEOUT,
         )
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, Unreachable):
         return EngineError(_unreachable(exc, asked, kept), ErrorKind.TRANSIENT)
-    if isinstance(exc, openai.AuthenticationError):
+    if isinstance(exc, StatusError):
+        return _refusal(exc, asked)
+    if isinstance(exc, ErrorEvent):
+        return EngineError(
+            f"{where} reported an error while {doing}: {server_message(exc)}{kept}",
+            ErrorKind.FAILED,
+        )
+    return EngineError(
+        f"unexpected reply from {where} while {doing}: {type(exc).__name__}: {safe_line(exc, 160)}",
+        ErrorKind.BAD_REPLY,
+    )
+
+
+def _refusal(exc: StatusError, asked: Asked) -> EngineError:
+    """A reply of status 300 or more: what the status means here."""
+    where, doing, status = asked.where, asked.doing, exc.status
+    if status == 401:
         if asked.api_key_env:
             text = (
                 f"{where} rejected the API key in ${asked.api_key_env} (401 unauthorized): "
@@ -238,11 +252,11 @@ def describe(exc: BaseException, asked: Asked) -> EngineError:
                 "variable and pass --api-key-env VAR"
             )
         return EngineError(text, ErrorKind.AUTH)
-    if isinstance(exc, openai.PermissionDeniedError):
+    if status == 403:
         return EngineError(
             f"{where} refused access (403 forbidden): {server_message(exc)}", ErrorKind.AUTH
         )
-    if isinstance(exc, openai.NotFoundError):
+    if status == 404:
         if doing == "listing the models":
             text = (
                 f"no OpenAI-compatible API at {where} (404 on /models); the URL usually ends in /v1"
@@ -251,25 +265,21 @@ def describe(exc: BaseException, asked: Asked) -> EngineError:
             model = shown_model(asked.model)
             text = f"{where} answered 404 (model '{model}'?): {server_message(exc)}"
         return EngineError(text, ErrorKind.NOT_FOUND)
-    if isinstance(exc, openai.APIStatusError):
-        refusal = context_refusal(exc)
-        if refusal is not None:
-            text = context_advice(refusal, asked.server, where, learnt=asked.learnt)
-            return EngineError(text, ErrorKind.CONTEXT_TOO_LONG)
-        status = exc.status_code
-        text = f"{where} answered HTTP {status} while {doing}: {server_message(exc)}"
-        if status >= 500 or status == 429:
-            return EngineError(text + "; try again", ErrorKind.TRANSIENT)
-        return EngineError(text, ErrorKind.REFUSED)
-    if isinstance(exc, openai.APIError):
+    if status < 400:
+        to = f" to {safe_line(exc.location, 160)}" if exc.location else ""
         return EngineError(
-            f"{where} reported an error while {doing}: {server_message(exc)}{kept}",
-            ErrorKind.FAILED,
+            f"{where} redirects{to} (HTTP {status}) while {doing}: give the address it "
+            "redirects to (requests are not redirected, so the key goes nowhere else)",
+            ErrorKind.REFUSED,
         )
-    return EngineError(
-        f"unexpected reply from {where} while {doing}: {type(exc).__name__}: {safe_line(exc, 160)}",
-        ErrorKind.BAD_REPLY,
-    )
+    refusal = context_refusal(exc)
+    if refusal is not None:
+        text = context_advice(refusal, asked.server, where, learnt=asked.learnt)
+        return EngineError(text, ErrorKind.CONTEXT_TOO_LONG)
+    text = f"{where} answered HTTP {status} while {doing}: {server_message(exc)}"
+    if status >= 500 or status == 429:
+        return EngineError(text + "; try again", ErrorKind.TRANSIENT)
+    return EngineError(text, ErrorKind.REFUSED)
 
 
 def _unreachable(exc: BaseException, asked: Asked, kept: str) -> str:
