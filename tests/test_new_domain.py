@@ -186,9 +186,9 @@ def test_openenv_serves_an_installed_domain(
     installed: dict[str, str], world_model: FaultServer
 ) -> None:
     port = free_port()
+    words = ["env", "serve", "--domain", "toy", "--server", world_model.url, "--port", str(port)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentworld_tui", "env", "serve", "--domain", "toy"]
-        + ["--server", world_model.url, "--port", str(port)],
+        [sys.executable, "-m", "agentworld_tui", *words],
         env=installed,
         cwd=TESTS.parent,
         stdout=subprocess.PIPE,
