@@ -74,3 +74,43 @@ def test_bad_calls_say_why_as_the_app_does(
     scenario = load_scenarios(name)[0][0]
     with pytest.raises(ActionError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         domain.action_for_tool(tool, arguments, scenario)
+
+
+def _nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HOSTILE = {
+    "too deep": (_nested(150), "the arguments are not usable: nested too deeply"),
+    "a huge number": (10**5000, "the arguments are not usable: a number too large"),
+    "not a number": (float("nan"), "the arguments are not usable: nan is not a JSON number"),
+    "too long": ("x" * 200_001, "the arguments are 200,0"),
+}
+
+
+@pytest.mark.parametrize(("value", "said"), list(HOSTILE.values()), ids=list(HOSTILE))
+@pytest.mark.parametrize("name", list(DOMAINS))
+def test_hostile_arguments_get_one_message_from_every_front_end(
+    name: str, value: object, said: str
+) -> None:
+    from agentworld_tui.agents.env.actions import ToolCall, make_action
+    from agentworld_tui.agents.mcp import toolset as toolsets
+
+    domain = get_domain(name)
+    scenario = load_scenarios(name)[0][0]
+    tool = domain.tools(scenario)[0]
+    arguments = {(tool.required or ["x"])[0]: value}
+    refusals = []
+    for attempt in (
+        lambda: toolsets.for_scenario(domain, scenario).action(tool.name, arguments),
+        lambda: make_action(domain, scenario, ToolCall(tool.name, arguments)),
+        lambda: domain.action_for_tool(tool.name, arguments, scenario),
+    ):
+        with pytest.raises(ActionError) as refused:
+            attempt()
+        refusals.append((str(refused.value), refused.value.field))
+    assert refusals[0] == refusals[1] == refusals[2]
+    assert refusals[0][0].startswith(said) and refusals[0][1] == "arguments"

@@ -15,7 +15,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any
 
-from agentworld_tui.domains.json_schema import value_problem
+from agentworld_tui.domains.json_schema import MAX_DEPTH, value_problem
 from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -32,6 +32,9 @@ ACT = Tool(
     },
 )
 """The tool of a domain that declares none of its own."""
+MAX_ARGUMENT_CHARS = 200_000
+"""A tool call's arguments as JSON, at most: far more than any tool takes, and bounded so
+that checking them stays quick."""
 
 
 class DomainBase(ABC):
@@ -57,11 +60,19 @@ class DomainBase(ABC):
         return [ACT]
 
     def action_for_tool(self, name: str, arguments: object, scenario: Scenario) -> Action:
-        """Refuse what no tool takes (arguments that are not an object, a tool the domain
-        does not offer) with the same messages for every domain, then ``tool_action``."""
+        """Refuse what no tool takes (a tool the domain does not offer, arguments that are
+        not a JSON object or are too big) with the same messages for every domain and every
+        front-end (the MCP server, the environments, rollouts), then ``tool_action``."""
         if not isinstance(arguments, dict):
             raise ActionError("the arguments must be an object", field="arguments")
         check_tool_name(name, self.tools(scenario))
+        json_value(
+            arguments,
+            MAX_ARGUMENT_CHARS,
+            "the arguments are",
+            max_depth=MAX_DEPTH - 1,  # one level is the call around them
+            field="arguments",
+        )
         return self.tool_action(name, arguments, scenario)
 
     def tool_action(self, name: str, arguments: dict[str, Any], scenario: Scenario) -> Action:
@@ -114,14 +125,23 @@ def json_text(value: object) -> str:
         raise ActionError(f"the action cannot be written as JSON: {exc}") from None
 
 
-def json_value(value: object, max_chars: int, what: str = "the action") -> object:
+def json_value(
+    value: object,
+    max_chars: int,
+    what: str = "the action is",
+    *,
+    max_depth: int = MAX_DEPTH,
+    field: str = "",
+) -> object:
     """An action handed over as Python objects, held to what its JSON text would be held
-    to: a JSON value (no NaN, no number too long, not nested too deeply), ``max_chars`` long
-    at most."""
-    problem = value_problem(value)
+    to: a JSON value (no NaN, no number too long, not nested deeper than ``max_depth``),
+    ``max_chars`` long at most."""
+    problem = value_problem(value, max_depth)
     if problem:
-        raise ActionError(f"{what} is not usable: {problem}")
+        raise ActionError(f"{what} not usable: {problem}", field=field)
     size = len(json_text(value))
     if size > max_chars:
-        raise ActionError(f"{what} is {size:,} characters of JSON; the limit is {max_chars:,}")
+        raise ActionError(
+            f"{what} {size:,} characters of JSON; the limit is {max_chars:,}", field=field
+        )
     return value

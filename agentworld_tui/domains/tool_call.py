@@ -341,7 +341,7 @@ class ToolCallDomain(DomainBase):
     def make_action(self, value: object, scenario: Scenario) -> Action:
         """A call as the pane builds it or an agent hands it over, in any spelling
         ``call_from_data`` reads."""
-        call = call_from_data(json_value(value, MAX_CALL_CHARS, "the call"))
+        call = call_from_data(json_value(value, MAX_CALL_CHARS, "the call is"))
         return self.call_action(call, scenario)
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:

@@ -32,10 +32,9 @@ from pydantic import ValidationError
 
 from agentworld_tui.domains import get_domain
 from agentworld_tui.domains.base import shown_name
-from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, value_problem
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
 from agentworld_tui.domains.tool_call import (
-    MAX_CALL_CHARS,
     Tool,
     ToolCallDomain,
     tool_from_dict,
@@ -69,7 +68,6 @@ class Toolset:
     server_name: str = "agentworld"
     server_version: str = ""
     instructions: str | None = None
-    max_argument_chars: int = MAX_CALL_CHARS
 
     def tool(self, name: str) -> types.Tool | None:
         return next((t for t in self.declared if t.name == name), None)
@@ -77,25 +75,15 @@ class Toolset:
     def action(self, name: str, arguments: Mapping[str, Any] | None) -> Action:
         """The action a call stands for; UnknownTool for a tool not listed, ActionError
         (the message an agent is shown) for arguments the tool refuses. The arguments are
-        checked once, by the domain, with the messages the app and the environments give;
-        the check is bounded in time (``json_schema.checking_within``)."""
+        checked once, by the domain (``Domain.action_for_tool``), with the messages the
+        app and the environments give; the check is bounded in time
+        (``json_schema.checking_within``)."""
         if self.tool(name) is None:
             listed = ", ".join(t.name for t in self.declared) or "none"
             raise UnknownTool(
                 f"Unknown tool: {shown_name(name, quoted=False)}. The tools are: {listed}"
             )
-        given: dict[str, Any] = dict(arguments or {})
-        problem = value_problem(given, MAX_DEPTH - 1)
-        if problem:
-            raise ActionError(f"the arguments are not usable: {problem}", field="arguments")
-        size = len(json.dumps(given, ensure_ascii=False))
-        if size > self.max_argument_chars:
-            raise ActionError(
-                f"the arguments are {size:,} characters of JSON; the limit is "
-                f"{self.max_argument_chars:,}",
-                field="arguments",
-            )
-        return self.domain.action_for_tool(name, given, self.scenario)
+        return self.domain.action_for_tool(name, dict(arguments or {}), self.scenario)
 
 
 # -- declaring tools --------------------------------------------------------------------
