@@ -30,7 +30,7 @@ from agentworld_tui.cli import main
 from agentworld_tui.domains import DOMAINS, PLUGIN_GROUP
 from agentworld_tui.judging.prompts import project_prompts, strip_marker
 from agentworld_tui.ui.panes.generic import GenericPane
-from agentworld_tui.world.domain import Domain
+from agentworld_tui.world.domain import Domain, DomainRegistry
 from agentworld_tui.world.prompts import load_scenarios
 
 TESTS = Path(__file__).resolve().parent
@@ -217,3 +217,20 @@ def test_openenv_serves_an_installed_domain(
     assert typed.observation["text"] == STORED and typed.observation["turn"] == 1
     assert value.observation["turn"] == 2 and tool.observation["turn"] == 3
     assert refused.observation["status"] == "refused" and USAGE in refused.observation["error"]
+
+
+def test_installed_domains_are_looked_up_once_when_first_asked_for() -> None:
+    registry = DomainRegistry()
+    asked: list[int] = []
+
+    def installed() -> list[tuple[str, str]]:
+        asked.append(1)
+        return [("toy", "toy_domain:ToyDomain"), ("terminal", "elsewhere:Other")]
+
+    registry.register("terminal", ".terminal:TerminalDomain", "Terminal")
+    registry.discover(installed)
+    assert asked == []  # nothing is looked up before the registry is read
+    assert list(registry) == ["terminal", "toy"] and asked == [1]
+    assert "toy" in registry and asked == [1]
+    assert registry.title("toy") == "Toy"  # from the class, imported for it
+    assert type(registry["terminal"]).__name__ == "TerminalDomain"  # registered first, kept
