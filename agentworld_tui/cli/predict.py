@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 
 if TYPE_CHECKING:
-    from agentworld_tui.world.domain import Scenario
+    from agentworld_tui.world.domain import Domain, Scenario
 
 
 def register(
@@ -23,7 +23,7 @@ def register(
     predict.add_argument(
         "--domain",
         default="terminal",
-        help="terminal (default), mcp, web, android, search, swe or os",
+        help="terminal (default), mcp, web, android, search, swe, os, or a plug-in's domain",
     )
     predict.add_argument(
         "--state",
@@ -142,7 +142,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 1 if failed or run.save_error else 0
 
 
-def _checks_against_no_tools(domain: object, scenario: Scenario) -> bool:
+def _checks_against_no_tools(domain: Domain, scenario: Scenario) -> bool:
     """A tool-call domain whose scenario lists no tools (MCP without a tool list)."""
-    tools = getattr(domain, "tools", None)
-    return callable(tools) and tools(scenario) is None
+    from agentworld_tui.domains.tool_call import ToolCallDomain
+
+    return isinstance(domain, ToolCallDomain) and domain.listed_tools(scenario) is None

@@ -42,7 +42,6 @@ from agentworld_tui.agents.env.simulators import (
     open_simulator,
 )
 from agentworld_tui.agents.schedule import Decision, ScheduleError, joined_control, parse_schedule
-from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Home, Saver, Simulator, SimulatorError, TurnRun, home_on
 from agentworld_tui.world.action import Action, ActionError
@@ -50,8 +49,8 @@ from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.session import Session, Turn, new_session
 
 if TYPE_CHECKING:
-    from agentworld_tui.domains.tool_call import Tool
     from agentworld_tui.world.fictional_world import FictionalWorld
+    from agentworld_tui.world.tool import Tool
 
 __all__ = ["Environment", "PendingStep", "Results"]
 
@@ -255,9 +254,9 @@ class Environment:
 
     @property
     def tools(self) -> list[Tool]:
-        """The tools an agent acting here is offered (``domains/agent_tools``)."""
+        """The tools an agent acting here is offered (``Domain.tools``)."""
         try:
-            return agent_tools(self.domain, self.scenario)
+            return self.domain.tools(self.scenario)
         except ActionError as exc:
             raise EnvError(str(exc)) from None
 

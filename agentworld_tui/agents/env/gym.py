@@ -41,7 +41,7 @@ from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.results import StepResult
 from agentworld_tui.agents.env.scenarios import resolve_scenario
 from agentworld_tui.agents.env.simulators import EngineInput
-from agentworld_tui.domains.agent_tools import agent_tools
+from agentworld_tui.domains.tool_call import ToolCallDomain
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
@@ -158,7 +158,7 @@ def sample_action(domain_name: str, scenario: Scenario | None, rng: np.random.Ge
     domain = get_domain(domain_name)
     scenario = scenario or resolve_scenario(domain, None)
     draw = _DRAWS.get(domain_name)
-    if draw is None and callable(getattr(domain, "tools", None)):
+    if draw is None and isinstance(domain, ToolCallDomain):
         draw = _tool_call
     text = ""
     for _ in range(SAMPLE_TRIES):
@@ -226,7 +226,7 @@ def _desktop(rng: np.random.Generator, _domain: str, _scenario: Scenario) -> str
 
 
 def _tool_call(rng: np.random.Generator, domain_name: str, scenario: Scenario) -> str:
-    tools = agent_tools(get_domain(domain_name), scenario)
+    tools = get_domain(domain_name).tools(scenario)
     tool = tools[int(rng.integers(0, len(tools)))]
     arguments = _instance(tool.input_schema or {"type": "object"}, rng, 0)
     return json.dumps({"name": tool.name, "arguments": arguments}, ensure_ascii=False)

@@ -3,7 +3,7 @@
 A policy is any OpenAI-compatible endpoint with tool calling. For every task (``tasks``)
 the runner plays ``episodes`` episodes, up to ``parallel`` at once over one simulator: the
 policy gets the task's instruction and the environment's starting state, and the
-environment's tools (``domains/agent_tools``) as OpenAI tools; each tool call is one step
+environment's tools (``Domain.tools``) as OpenAI tools; each tool call is one step
 of the simulator, and its observation is the call's result. An episode ends when the
 policy answers without a tool call, at the step limit (tool calls, refused ones included;
 a task's own ``max_steps`` wins over the run's), or when the policy or the simulator fails
@@ -38,7 +38,6 @@ from agentworld_tui.agents.env.results import EnvError, StepResult
 from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario
 from agentworld_tui.agents.env.simulators import aload_simulator
 from agentworld_tui.agents.env.tasks import Task
-from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.evaluation.results import ResultLog, ResultsError
 from agentworld_tui.simulator import Simulator
@@ -696,7 +695,7 @@ def offered_tools(task: Task) -> list[str]:
     """The names of the tools a task's environment offers the policy."""
     domain = resolve_domain(task.domain)
     scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
-    return [tool.name for tool in agent_tools(domain, scenario)]
+    return [tool.name for tool in domain.tools(scenario)]
 
 
 def reasoning_cut(step: dict[str, Any]) -> str:
