@@ -14,6 +14,7 @@ branch leaves its history, so the first turn of a new branch reads its prompt ag
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +114,33 @@ def test_a_fork_reads_only_its_own_tokens(model_path, xllama_engine, slots) -> N
             ratios.append(ratio_since_branch_prompt(player, branch))
     print(f"{model_path.stem}: evaluated/new per branch turn", [f"{r:.3f}" for r in ratios])
     assert max(ratios) <= TARGET, ratios
+
+
+def test_the_slot_table_copies_forks_only() -> None:
+    """A next turn goes to its slot; a fork (sharing its first turn and half of itself)
+    gets a copy of its conversation's slot, several forks at once from one slot; a new
+    conversation of the same domain (sharing the system prompt and the way actions are
+    written) is left to the server, and so is a fork when no other slot is idle."""
+    from agentworld_tui.engines.xllamacpp import _SlotTable
+
+    system = "<system>" + "rules " * 50
+    first = f"{system}<user>### Action: ls<assistant>a b c"
+    history = f"{first}<user>### Action: cat a"
+    fork = f"{first}<user>### Action: rm b<gen>"
+    table = _SlotTable(4, can_copy=True)
+    one = table.take(f"{history}<gen>", history, first=len(first))
+    assert one.slot == -1 and one.source == -1
+    table.give_back(one.chosen)
+    turn = table.take(f"{history}<assistant>x<user>### Action: pwd<gen>", history, first=len(first))
+    assert turn.slot == turn.chosen == one.chosen and turn.source == -1
+    table.give_back(turn.chosen)
+    forks = [table.take(fork, "f", first=len(first)) for _ in range(2)]
+    assert [f.source for f in forks] == [one.chosen, one.chosen]
+    assert len({f.chosen for f in forks} | {one.chosen}) == 3
+    assert all(f.slot == f.chosen for f in forks)
+    fresh = table.take(f"{system}<user>### Action: ls -la<gen>", "n", first=sys.maxsize)
+    assert fresh.source == -1 and fresh.slot == -1
+    lone = _SlotTable(1, can_copy=True)
+    lone.give_back(lone.take(f"{history}<gen>", history, first=len(first)).chosen)
+    alone = lone.take(fork, "f", first=len(first))
+    assert alone.source == -1 and alone.slot == -1

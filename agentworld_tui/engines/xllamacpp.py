@@ -30,6 +30,7 @@ import os
 import queue
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -147,14 +148,15 @@ class _SlotTable:
 
     A prompt that goes on from the history of a slot's last prompt (the next turn, a
     retry) is sent to that slot (``id_slot``), where the server reads only what is new.
-    One that shares at least half of itself with a slot's history without going on from
-    it (a fork of that conversation, or a retry of an earlier turn) gets a copy of that
-    slot in another one, when the engine can copy slots and another is idle: both
-    conversations keep their state. Any other (a new conversation, one coming back) is
+    One that shares with a slot's history its first turn and at least half of itself,
+    without going on from it (a fork of that conversation, or a retry of an
+    earlier turn), gets a copy of that slot in another one, when the engine can copy
+    slots and another is idle: both conversations keep their state (several forks of one
+    conversation copy it at once). Any other (a new conversation, one coming back) is
     left to the server (-1): it takes the least recently used slot, keeps the
     conversation there in its prompt cache and restores the best one it has for this
-    prompt. The table follows it by the same rule; were it wrong, a prompt would only be
-    read again, never answered wrong.
+    prompt. The table follows it by the same rule (the engine sends such prompts one at
+    a time); were it wrong, a prompt would only be read again, never answered wrong.
     """
 
     def __init__(self, slots: int, *, can_copy: bool = False) -> None:
@@ -162,25 +164,33 @@ class _SlotTable:
         self._history = [""] * slots
         self._head = [""] * slots
         self._busy = [False] * slots
+        self._reading = [0] * slots
+        """Copies being made of each slot: it is read, so nothing may be written there."""
         self._used = [0.0] * slots
         self._asked: dict[int, tuple[str, str]] = {}
         self._can_copy = can_copy
 
-    def take(self, prompt: str, history: str, head: str = "") -> _Placement:
-        """Where to send ``prompt`` (whose history part is ``history`` and head ``head``)."""
+    def take(self, prompt: str, history: str, head: str = "", first: int = 0) -> _Placement:
+        """Where to send ``prompt`` (whose history part is ``history``, head ``head``, and
+        system message and first turn ``first`` characters long)."""
         with self._lock:
-            idle = [i for i, busy in enumerate(self._busy) if not busy]
+            readable = [i for i, busy in enumerate(self._busy) if not busy]
+            idle = [i for i in readable if not self._reading[i]]
             held = [i for i in idle if self._history[i] and prompt.startswith(self._history[i])]
-            near = [i for i in idle if _shared(prompt, self._history[i]) * 2 >= len(prompt)]
+            shared = {i: _shared(prompt, self._history[i]) for i in readable}
+            near = [i for i in readable if shared[i] > first and shared[i] * 2 >= len(prompt)]
             source = -1
+            if near and not held and self._can_copy:
+                source = max(near, key=lambda i: (shared[i], self._used[i]))
+                if not [i for i in idle if i != source]:
+                    source = -1  # no other slot to copy it to: the server's cache
             if held:
                 slot = max(held, key=lambda i: len(self._history[i]))
                 chosen = slot
-            elif near and self._can_copy and len(idle) > 1:
-                source = max(near, key=lambda i: (_shared(prompt, self._history[i]), self._used[i]))
+            elif source >= 0:
                 others = [i for i in idle if i != source]
                 slot = chosen = min(others, key=lambda i: (self._used[i], -i))
-                self._busy[source] = True  # not taken by another while it is copied
+                self._reading[source] += 1
             else:
                 slot = -1
                 # The server's rule: the oldest use, the last slot of equals.
@@ -194,9 +204,9 @@ class _SlotTable:
             return _Placement(slot, chosen, source, new_head)
 
     def copied(self, placement: _Placement) -> None:
-        """The copy of ``placement.source`` is done: that slot is free again."""
+        """The copy of ``placement.source`` is done: that slot may be written again."""
         with self._lock:
-            self._busy[placement.source] = False
+            self._reading[placement.source] -= 1
 
     def give_back(self, chosen: int) -> None:
         if chosen < 0:
@@ -218,8 +228,16 @@ class _Request:
     stop_at: int = 0
     """Generated tokens after which the request ends (the reasoning budget); 0: none.
     Checked here, on the thread that receives the chunks, so it is exact."""
+    placing: threading.Lock | None = None
+    """Released at the first chunk (the server has placed the request) or at the end."""
+
+    def placed(self) -> None:
+        placing, self.placing = self.placing, None
+        if placing is not None:
+            placing.release()
 
     def on_chunk(self, chunk: dict[str, Any]) -> bool:
+        self.placed()
         self.chunks.put(chunk)
         if self.stop_at:
             timings = chunk.get("timings")
@@ -268,6 +286,9 @@ class XLlamaEngine:
         self._gpu = False
         self._lock = threading.Lock()
         self._slots = _SlotTable(self.slots)
+        self._unplaced = threading.Lock()
+        """Held by a request the server places (-1) until the server has placed it, so
+        the slot table can follow the server's choice."""
         self._checkpointed = False
         self._slot_dir: Path | None = None
         self._build = ""
@@ -479,7 +500,7 @@ class XLlamaEngine:
             yield _ended(started, "cancelled", self._n_ctx)
             return
         head = self._head(messages, params, prompt) if self._checkpointed else ""
-        place = self._slots.take(prompt, history, head)
+        place = self._slots.take(prompt, history, head, self._first_turn(messages, params))
         try:
             if place.source >= 0:
                 try:
@@ -537,6 +558,17 @@ class XLlamaEngine:
         finally:
             with contextlib.suppress(OSError):
                 (self._slot_dir / name).unlink()
+
+    def _first_turn(self, messages: list[Message], params: GenerationParams) -> int:
+        """How long the prompt's system message and first turn are. Conversations of one
+        domain share the system prompt and the way an action is written: a prompt that
+        shares no more than that with a slot is no fork of its conversation."""
+        if len(messages) < 4:
+            return sys.maxsize
+        try:
+            return len(self.render(messages[:3], params, generation_prompt=False))
+        except (EngineError, RenderCancelled):
+            return sys.maxsize
 
     def _head(self, messages: list[Message], params: GenerationParams, prompt: str) -> str:
         """The prompt up to where its last message's content begins (found by rendering
@@ -598,10 +630,7 @@ class XLlamaEngine:
         reading = _Reading(whole if prefixes else 0)
         for tokens, save in prefixes:
             request = _Request(self._body(tokens, params, 0, slot))
-            runner = threading.Thread(
-                target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
-            )
-            runner.start()
+            runner = self._start(server, request, control)
             part = _Progress()
             for chunk in self._chunks(request, control):
                 error = chunk.get("error")
@@ -636,10 +665,7 @@ class XLlamaEngine:
             request = _Request(self._body(text, params, left, slot))
             if splitter.in_reasoning and params.reasoning_budget:
                 request.stop_at = max(1, params.reasoning_budget - seen.generated)
-            runner = threading.Thread(
-                target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
-            )
-            runner.start()
+            runner = self._start(server, request, control)
             part = _Progress()
             try:
                 for chunk in self._chunks(request, control):
@@ -736,6 +762,25 @@ class XLlamaEngine:
             body["seed"] = params.seed
         return body
 
+    def _start(
+        self, server: Any, request: _Request, control: GenerationControl
+    ) -> threading.Thread:
+        """Send the request on a thread of its own; one the server places (no slot named)
+        waits until the one before it was placed (a stop ends the wait: the request is
+        then ended before it is sent)."""
+        if request.body.get("id_slot", -1) < 0:
+            while not self._unplaced.acquire(timeout=POLL_S):
+                if control.cancelled:
+                    request.halt = True
+                    break
+            else:
+                request.placing = self._unplaced
+        runner = threading.Thread(
+            target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
+        )
+        runner.start()
+        return runner
+
     @staticmethod
     def _run(server: Any, request: _Request) -> None:
         """Send the request; its chunks go to its queue, then None."""
@@ -745,6 +790,7 @@ class XLlamaEngine:
             log.exception("xllamacpp request failed")
             request.chunks.put({"error": {"message": str(exc), "type": "server_error"}})
         finally:
+            request.placed()
             request.chunks.put(None)
 
     @staticmethod
