@@ -352,6 +352,10 @@ class XLlamaEngine:
         # to the one before: the server's default spacing keeps one in thousands of tokens.
         params.checkpoint_min_step = 1
         params.cache_ram_mib = self.prompt_cache_mib
+        # Not every idle slot copied into the prompt cache at every request's start: with
+        # many conversations in their slots that copying took more than the decoding. A
+        # slot another conversation takes is still kept there first.
+        params.cache_idle_slots = False
         params.hostnames = ["127.0.0.1"]
         params.port = 0
         params.api_keys = [key]
@@ -418,14 +422,16 @@ class XLlamaEngine:
             raise EngineError("the xllamacpp server did not tokenize the text")
         return [int(t) for t in tokens]
 
-    def _slot_action(self, slot: int, action: str, filename: str) -> bool:
-        """Save a slot to, or restore it from, ``filename`` in the slot folder."""
+    def _slot_action(self, slot: int, action: str, filename: str) -> int:
+        """Save a slot to, or restore it from, ``filename`` in the slot folder; returns the
+        tokens it held (0: none, or it failed)."""
         try:
             reply = self._call(f"/slots/{slot}?action={action}", {"filename": filename})
         except EngineError as exc:
             log.warning("xllamacpp could not %s slot %d: %s", action, slot, exc)
-            return False
-        return bool(reply.get("n_saved" if action == "save" else "n_restored"))
+            return 0
+        count = reply.get("n_saved" if action == "save" else "n_restored")
+        return count if isinstance(count, int) else 0
 
     def _copy_slot(self, source: int, target: int) -> None:
         """Give ``target`` the conversation ``source`` holds, with its checkpoints."""
@@ -538,7 +544,7 @@ class XLlamaEngine:
         try:
             if state.copy_state(saved, self._slot_dir / name) and self._slot_action(
                 slot, "restore", name
-            ):
+            ) == len(saved.tokens):
                 return len(saved.tokens)
         finally:
             with contextlib.suppress(OSError):
@@ -553,7 +559,7 @@ class XLlamaEngine:
             return
         name = f"state-{secrets.token_hex(8)}.bin"
         try:
-            if self._slot_action(slot, "save", name):
+            if self._slot_action(slot, "save", name) == len(tokens):
                 state.save(tokens, self._slot_dir / name)
         finally:
             with contextlib.suppress(OSError):
