@@ -130,7 +130,12 @@ class RemoteServer:
 
 def run_environments(engine: Any, sizes: list[int], args: argparse.Namespace) -> dict[int, float]:
     """Aggregate generated tokens a second for each number of environments."""
-    params = GenerationParams(temperature=0.0, max_tokens=args.tokens, enable_thinking=False)
+    # Sampled, not greedy: a random model's most likely token can be one that prints
+    # nothing, and a server then sends no text at all.
+    params = GenerationParams(
+        temperature=1.0, top_p=1.0, top_k=40, seed=7, max_tokens=args.tokens,
+        enable_thinking=False,
+    )  # fmt: skip
     simulator = open_simulator(engine, params=params, concurrency=max(sizes))
     rates: dict[int, float] = {}
     try:
@@ -154,7 +159,10 @@ def run_environments(engine: Any, sizes: list[int], args: argparse.Namespace) ->
                         step = await env.astep(f"echo {index}-{n}\n")
                         if step.failed:
                             raise RuntimeError(f"a step failed: {step.observation.text[:200]!r}")
-                        made += step.cost.generated_tokens
+                        # A server that streams text, not tokens, is counted by its
+                        # stop: the model never ends, so a step at its limit made them all.
+                        at_limit = step.note.startswith("the answer reached the token limit")
+                        made += args.tokens if at_limit else step.cost.generated_tokens
                     return made
 
                 # Each reads the domain's system prompt once, outside the timing: what is
