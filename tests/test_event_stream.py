@@ -38,3 +38,64 @@ def test_a_last_event_without_its_blank_line_is_kept() -> None:
 def test_lines_other_than_data_make_no_event() -> None:
     assert list(sse_data([b": ping\n\nevent: x\n\nretry: 10\n\n", b"\n\n"])) == []
     assert list(sse_data([b"data:tight\n\n"])) == ["tight"]
+
+
+def test_kept_connections_the_server_closed_are_all_passed_over() -> None:
+    """Kept connections the server has closed meanwhile, one after the other (answers in
+    flight on other threads give theirs back while this one starts): each is dropped in
+    turn, and the answer comes on a new connection."""
+    import socket
+    import threading
+    import time
+
+    from agentworld_tui.engines.event_stream import Connections, EventStream
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stale = 3
+
+    def serve() -> None:
+        for n in range(stale + 1):
+            peer, _ = listener.accept()
+            if n < stale:
+                peer.close()  # kept by the client, closed here
+                continue
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += peer.recv(4096)
+            peer.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Connection: close\r\n\r\n" + BODY
+            )
+            peer.close()
+
+    class GivenBackMeanwhile(Connections):
+        """Each take finds a connection another answer has just given back."""
+
+        def __init__(self, url: str, kept: list) -> None:
+            super().__init__(url)
+            self.kept = kept
+
+        def take(self, connect_timeout: float):  # type: ignore[no-untyped-def]
+            if self.kept:
+                return self.kept.pop(), True
+            return super().take(connect_timeout)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    closed = []
+    for _ in range(stale):
+        connection = Connections(url).take(5.0)[0]
+        connection.connect()
+        closed.append(connection)
+    time.sleep(0.2)  # the server has closed them
+    stream = EventStream(
+        GivenBackMeanwhile(url, closed), {"stream": True}, headers={},
+        connect_timeout=5.0, read_timeout=5.0,
+    )  # fmt: skip
+    stream.open()
+    assert list(stream) == [json.loads(EVENTS[0]), json.loads(EVENTS[1])]
+    stream.close()
+    server.join(5)
+    listener.close()

@@ -233,7 +233,7 @@ class EventStream:
     def open(self) -> None:
         """Send the request and read the reply's headers; raises the SDK's exception for a
         refusal, a timeout or a connection that failed."""
-        for _ in range(2):  # a kept connection the server closed: once more, on a new one
+        while True:  # a kept connection the server closed: again, until a new one is used
             connection, kept = self._connections.take(self._connect_timeout)
             with self._lock:
                 self._connection = connection
