@@ -128,15 +128,18 @@ class RemoteServer:
         self.log.close()
 
 
-def run_environments(engine: Any, sizes: list[int], args: argparse.Namespace) -> dict[int, float]:
-    """Aggregate generated tokens a second for each number of environments."""
+def run_environments(
+    engine: Any, sizes: list[int], args: argparse.Namespace, concurrency: int = 0
+) -> dict[int, float]:
+    """Aggregate generated tokens a second for each number of environments (the
+    simulator sends at most ``concurrency`` requests at once; 0: one per environment)."""
     # Sampled, not greedy: a random model's most likely token can be one that prints
     # nothing, and a server then sends no text at all.
     params = GenerationParams(
         temperature=1.0, top_p=1.0, top_k=40, seed=7, max_tokens=args.tokens,
         enable_thinking=False,
     )  # fmt: skip
-    simulator = open_simulator(engine, params=params, concurrency=max(sizes))
+    simulator = open_simulator(engine, params=params, concurrency=concurrency or max(sizes))
     rates: dict[int, float] = {}
     try:
         warm = Environment("terminal", simulator=simulator, params=params)
@@ -197,8 +200,11 @@ def throughput(model: Path, args: argparse.Namespace) -> None:
             table[kind] = run_environments(local_engine(kind, model, args), sizes, args)
         else:
             server = RemoteServer(kind, model, args)
+            # llama_cpp.server answers one request at a time, and several streams sent at
+            # once fail there (UnboundLocalError in the server): they queue here instead.
+            one_at_a_time = 1 if kind == "llama_cpp.server" else 0
             try:
-                table[kind] = run_environments(server.url, sizes, args)
+                table[kind] = run_environments(server.url, sizes, args, one_at_a_time)
             finally:
                 server.close()
         took = time.perf_counter() - started
@@ -219,6 +225,45 @@ def throughput(model: Path, args: argparse.Namespace) -> None:
             f"   xllamacpp at 4 environments: {speedup:.2f}x "
             f"({verdict(speedup >= SPEEDUP_TARGET)} {SPEEDUP_TARGET}x)"
         )
+
+
+def bare_decode(model: Path, sizes: list[int], args: argparse.Namespace) -> None:
+    """The control for 1: xllamacpp's server alone, N requests at once with one-token
+    prompts, so that only decoding is timed (no simulator, no prompt to read): what
+    batching itself gives on this model and machine."""
+    import threading
+
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model)
+    params.n_parallel = max(sizes)
+    params.n_ctx = 512 * max(sizes)
+    params.kv_unified = False
+    params.n_gpu_layers = args.gpu_layers
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    params.hostnames, params.port, params.warmup, params.verbosity = ["127.0.0.1"], 0, False, 0
+    server = xllamacpp.Server(params)
+    rates = {}
+    for size in sizes:
+
+        def one(i: int, size: int = size) -> None:
+            body = {"prompt": [i + 1], "id_slot": i, "max_tokens": args.tokens,
+                    "temperature": 1.0, "seed": i, "cache_prompt": False}  # fmt: skip
+            server.handle_completions(body, lambda _chunk: False)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(size)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        rates[size] = size * args.tokens / (time.perf_counter() - started)
+    shown = "  ".join(f"{n}: {rates[n]:7.1f}" for n in sizes)
+    ratios = "  ".join(f"{n}: {rates[n] / rates[sizes[0]]:5.2f}x" for n in sizes)
+    print(f"   control: xllamacpp's server alone, decoding only: tokens/s  {shown}")
+    print(f"   {'':9}against one stream  {ratios}")
 
 
 # -- 2. history read twice ---------------------------------------------------------------------
@@ -384,6 +429,7 @@ def main() -> int:
                 flush=True,
             )
             throughput(model, args)
+            bare_decode(model, [int(n) for n in args.envs.split(",")], args)
         if "history" not in args.skip:
             print("2. evaluated / new prompt tokens (engines' own counters)", flush=True)
             history(args, folder)
