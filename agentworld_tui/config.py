@@ -1,22 +1,26 @@
 """Settings and paths, in one place.
 
 Settings live in ``config.toml`` in the platformdirs user config dir; the environment
-variables ``AGENTWORLD_CONFIG_DIR`` and ``AGENTWORLD_DATA_DIR`` move the dirs (tests use
-them), and command-line flags override the file. A malformed file never stops the app: the
+variables ``AGENTWORLD_CONFIG_DIR``, ``AGENTWORLD_DATA_DIR`` and ``AGENTWORLD_CACHE_DIR``
+move the dirs (tests use them), and command-line flags override the file. A malformed file never stops the app: the
 problem is reported with its line and the defaults are used.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import stat
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_type_hints
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from agentworld_tui.engines.base import GenerationParams
     from agentworld_tui.engines.factory import EngineSpec
 
@@ -39,6 +43,16 @@ def data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """What can be made again if lost (which model each llama.cpp build runs safely)."""
+    env = os.environ.get("AGENTWORLD_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def settings_path() -> Path:
@@ -105,9 +119,7 @@ class ModelSettings:
     """Layers to offload; -1 = all when the llama.cpp build can offload, else 0."""
     threads: int = _bounded(0, 0, MAX_THREADS)
     """CPU threads; 0 = the number of physical cores."""
-    engine: str = field(
-        default="llama-cpp-python", metadata={"choices": ("llama-cpp-python", "xllamacpp")}
-    )
+    engine: Literal["llama-cpp-python", "xllamacpp"] = "llama-cpp-python"
     """The in-process engine: "llama-cpp-python" (one generation at a time) or "xllamacpp"
     (llama.cpp's server engine: ``slots`` generations at once)."""
     slots: int = _bounded(0, 0, 256)
@@ -200,6 +212,7 @@ class Settings:
             threads=m.threads,
             engine=engine,
             slots=m.slots or (auto_slots(m.path, m.n_ctx) if engine == "xllamacpp" else 0),
+            probe_cache=str(cache_dir()),
         )
 
     def generation_params(self) -> GenerationParams:
@@ -267,38 +280,81 @@ def _shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _model(section: type[Any]) -> type[BaseModel]:
+    """The pydantic model that checks one section (a table of config.toml) as it is
+    declared: each key's type, strictly (``true`` is not a number, ``5`` not text), its
+    range (``_bounded``), its choices (``Literal``), and no unknown keys. Built when a file
+    is first read, so that a start without one does not load pydantic."""
+    model = _MODELS.get(section)
+    if model is not None:
+        return model
+    from pydantic import ConfigDict, Field, create_model
+
+    types = get_type_hints(section)
+    declared: dict[str, Any] = {}
+    for spec in fields(section):
+        bounds = bounds_of(section, spec.name)
+        low, high = (None, None) if bounds is None else (bounds.low, bounds.high)
+        declared[spec.name] = (types[spec.name], Field(spec.default, ge=low, le=high))
+    strict = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+    model = _MODELS[section] = create_model(section.__name__, __config__=strict, **declared)
+    return model
+
+
+_MODELS: dict[type[Any], type[BaseModel]] = {}
+
+
+def _problem(section: type[Any], key: str, error: Mapping[str, Any]) -> str:
+    """What the model refused, in the words of the settings' messages."""
+    value, kind = error["input"], error["type"]
+    bounds = bounds_of(section, key)
+    if bounds is not None and kind in ("greater_than_equal", "less_than_equal"):
+        return f"{_shown(value)} must be {bounds}"
+    if bounds is not None and kind == "finite_number":
+        return f"{_shown(value)} must be a finite number {bounds}"
+    if kind == "literal_error" and isinstance(value, str):
+        choices = get_args(get_type_hints(section)[key])
+        return f"{_shown(value)} must be one of {', '.join(choices)}"
+    return f"expected {type(getattr(section(), key)).__name__}, got {_shown(value)}"
+
+
+def _refused(section: type[Any], values: dict[str, Any]) -> dict[str, str | None]:
+    """Each key of ``values`` the section refuses: why (None for a key it does not have)."""
+    from pydantic import ValidationError
+
+    try:
+        _model(section).model_validate(values)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    else:
+        return {}
+    refused: dict[str, str | None] = {}
+    for error in errors:
+        key = str(error["loc"][0])
+        if key not in refused:
+            unknown = error["type"] == "extra_forbidden"
+            refused[key] = None if unknown else _problem(section, key, error)
+    return {key: refused[key] for key in values if key in refused}
+
+
 def _checked(section: type[Any], key: str, value: Any) -> tuple[Any, str | None]:
     """``value`` as the setting stores it, or the reason it cannot be used."""
-    default = getattr(section(), key)
-    wanted: type[Any] | tuple[type[Any], ...] = (
-        (int, float) if isinstance(default, float) else type(default)
-    )
-    if isinstance(default, bool) != isinstance(value, bool) or not isinstance(value, wanted):
-        return None, f"expected {type(default).__name__}, got {_shown(value)}"
-    choices = next((f.metadata.get("choices") for f in fields(section) if f.name == key), None)
-    if choices and value not in choices:
-        return None, f"{_shown(value)} must be one of {', '.join(choices)}"
-    bounds = bounds_of(section, key)
-    if bounds is not None:
-        problem = bounds.problem(value)
-        if problem is not None:
-            return None, f"{_shown(value)} {problem}"
-    return (float(value) if isinstance(default, float) else value), None
+    problem = _refused(section, {key: value}).get(key)
+    if problem is not None:
+        return None, problem
+    return getattr(_model(section).model_validate({key: value}), key), None
 
 
 def _apply(section: Any, values: dict[str, Any], where: str, problems: list[str]) -> Any:
-    known = {f.name for f in fields(section)}
-    changes: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in known:
+    refused = _refused(type(section), values)
+    for key, problem in refused.items():
+        if problem is None:
             problems.append(f"{where}: unknown key {_shown(key)} (ignored)")
-            continue
-        checked, problem = _checked(type(section), key, value)
-        if problem is not None:
+        else:
             problems.append(f"{where}.{key}: {problem} (default used)")
-            continue
-        changes[key] = checked
-    return replace(section, **changes)
+    kept = {k: v for k, v in values.items() if k not in refused}
+    checked = _model(type(section)).model_validate(kept)
+    return replace(section, **{key: getattr(checked, key) for key in kept})
 
 
 def _parse(raw: str) -> dict[str, Any]:
@@ -421,8 +477,6 @@ def setup_logging(level: str = "INFO") -> Path | None:
     Every record is sanitized on its way to the file: log lines quote servers, files and
     model output.
     """
-    import logging
-
     from agentworld_tui.world.sanitize import SanitizingFormatter
 
     root = logging.getLogger("agentworld")

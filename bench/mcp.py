@@ -56,7 +56,18 @@ TOOLS = [
             "properties": {"title": {"type": "string"}},
             "required": ["title"],
         },
-    }
+    },
+    {
+        "name": "lookup",
+        "description": "Look names up.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^(a|aa)+$"},
+                "rows": {"type": "array", "uniqueItems": True},
+            },
+        },
+    },
 ]
 CALL = ("read_note", {"title": "groceries"})
 OBSERVATION = "groceries.md\n- milk\n- eggs\n- 2 lemons"
@@ -124,10 +135,11 @@ def engine_server(port: int, delay: float) -> None:
             self.end_headers()
             self.wfile.write(body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    httpd.daemon_threads = True
-    httpd.request_queue_size = 1024
-    httpd.serve_forever()
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024  # read by listen(), so it must be set before it runs
+
+    Server(("127.0.0.1", port), Handler).serve_forever()
 
 
 class Engine:
@@ -370,6 +382,33 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.ar
 """
 
 
+HOSTILE = """
+import asyncio, json, sys, time
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+async def main(url, seconds, kind):
+    until = time.monotonic() + seconds
+    if kind == "pattern":  # refused once the check's time runs out
+        arguments = {"name": "a" * 80 + "!"}
+    else:  # the largest array of distinct objects the size limit lets through, accepted
+        arguments = {"name": "a", "rows": [{"i": i, "k": [i, "x"]} for i in range(6500)]}
+    calls = refused = 0
+    while time.monotonic() < until:
+        # A session a call: each call costs one turn, not a history that grows to the limit.
+        async with Client(url) as client:
+            try:
+                result = await client.call_tool("lookup", arguments)
+                refused += bool(result.is_error)
+            except MCPError:
+                refused += 1
+            calls += 1
+    print(json.dumps([calls, refused]))
+
+asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3]))
+"""
+
+
 def steady_rate(stamps: list[list[float]], skip: float) -> float:
     """Each client's calls a second between its completions after ``skip`` seconds from
     the first, summed over the clients (no client's start or end is counted)."""
@@ -413,6 +452,119 @@ async def throughput(
     return rows
 
 
+async def beside_a_hostile_client(
+    count: int, delay: float, seconds: float, folder: Path, kinds: list[str]
+) -> list[tuple[str, float, str]]:
+    """The steady calls a second of ``count`` clients alone, then beside one client that
+    sends the costliest argument of each kind in a closed loop, in one server."""
+    from agentworld_tui.agents.mcp.server import AgentServer
+    from agentworld_tui.agents.mcp.sessions import SessionFolder
+
+    engine = Engine(delay)
+    simulator = simulator_on(engine, count + 1)
+    server = AgentServer(simulator, toolset(), sessions=SessionFolder(folder / "hostile"))
+    rows: list[tuple[str, float, str]] = []
+    try:
+        url = await server.start()
+        for kind in ["none", *kinds]:
+            clients = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", CLIENTS, url, str(count), str(seconds), str(delay),
+                stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+            )  # fmt: skip
+            hostile = None
+            if kind != "none":
+                hostile = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", HOSTILE, url, str(seconds), kind,
+                    stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+                )  # fmt: skip
+            out, _ = await clients.communicate()
+            said = ""
+            if hostile is not None:
+                calls, refused = json.loads((await hostile.communicate())[0])
+                said = f"{calls} hostile calls, {refused} refused"
+            rows.append((kind, steady_rate(json.loads(out), 2 * delay), said))
+    finally:
+        await server.stop()
+        simulator.close()
+        engine.close()
+    return rows
+
+
+def descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def resident_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def abandoned_sessions(count: int, idle: float, folder: Path) -> dict[str, float]:
+    """Descriptors and memory of the server's process before ``count`` sessions that are
+    opened, called once and left without a DELETE, at their peak, and once they expired."""
+    import gc
+    import tracemalloc
+
+    import httpx2
+
+    from agentworld_tui.agents.mcp.server import AgentServer
+    from agentworld_tui.agents.mcp.sessions import SessionFolder
+
+    engine = Engine(0.0)
+    simulator = simulator_on(engine, 32)
+    server = AgentServer(
+        simulator, toolset(), sessions=SessionFolder(folder / "soak"), idle_seconds=idle,
+        max_sessions=count + 100,
+    )  # fmt: skip
+    accept = {"Accept": "application/json, text/event-stream"}
+    opening = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "careless", "version": "1"}},
+    }  # fmt: skip
+    calling = {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": CALL[0], "arguments": CALL[1]},
+    }  # fmt: skip
+
+    async def one(http: Any, url: str) -> None:
+        opened = await http.post(url, json=opening, headers=accept)
+        session = {**accept, "mcp-session-id": opened.headers["mcp-session-id"]}
+        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        headers=session)  # fmt: skip
+        await http.post(url, json=calling, headers=session)
+
+    figures: dict[str, float] = {}
+    try:
+        url = await server.start()
+        async with httpx2.AsyncClient(timeout=60) as http:
+            await asyncio.gather(*(one(http, url) for _ in range(20)))  # warm-up
+        while server.connections():
+            await asyncio.sleep(0.1)
+        gc.collect()
+        tracemalloc.start()
+        figures.update(fds_before=descriptors(), rss_before=resident_kib(),
+                       traced_before=tracemalloc.get_traced_memory()[0])  # fmt: skip
+        for start in range(0, count, 50):
+            async with httpx2.AsyncClient(timeout=60) as http:
+                await asyncio.gather(*(one(http, url) for _ in range(min(50, count - start))))
+        figures.update(fds_peak=descriptors(), open_peak=len(server.connections()))
+        while server.connections():
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        gc.collect()
+        figures.update(fds_after=descriptors(), rss_after=resident_kib(),
+                       traced_after=tracemalloc.get_traced_memory()[0])  # fmt: skip
+        tracemalloc.stop()
+    finally:
+        await server.stop()
+        simulator.close()
+        engine.close()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few seconds, tiny counts")
@@ -424,7 +576,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=5.0, help="the engine's seconds a request")
     parser.add_argument("--seconds", type=float, default=60.0, help="each throughput run's length")
     parser.add_argument("--clients", default="1,8,64", help="client counts, comma separated")
-    parser.add_argument("--only", choices=("latency", "throughput"), help="run one of the two")
+    parser.add_argument(
+        "--only",
+        choices=("latency", "throughput", "hostile", "soak"),
+        help="run one part: latency, throughput, hostile (64 clients beside one sending the "
+        "costliest argument) or soak (1,000 abandoned sessions)",
+    )
+    parser.add_argument("--sessions", type=int, default=1000, help="abandoned sessions (soak)")
     parser.add_argument(
         "--engine-server", nargs=2, metavar=("PORT", "DELAY"), help=argparse.SUPPRESS
     )
@@ -434,16 +592,20 @@ def main() -> None:
         return
     if args.quick:
         args.calls, args.block, args.latency, args.seconds = 12, 6, 0.3, 3.0
-        args.clients = "1,4"
+        args.clients, args.sessions = "1,4", 60
     counts = [int(c) for c in args.clients.split(",")]
     os.environ.setdefault("AGENTWORLD_DATA_DIR", tempfile.mkdtemp(prefix="agentworld-bench-"))
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        if args.only != "throughput":
+        if args.only in (None, "latency"):
             report_latency(args, folder)
-        if args.only != "latency":
+        if args.only in (None, "throughput"):
             report_throughput(args, counts, folder)
+        if args.only in (None, "hostile"):
+            report_hostile(args, counts, folder)
+        if args.only in (None, "soak"):
+            report_soak(args, folder)
 
 
 def report_latency(args: argparse.Namespace, folder: Path) -> None:
@@ -493,6 +655,47 @@ def report_throughput(args: argparse.Namespace, counts: list[int], folder: Path)
                 f"   {cpu * 1000:8.1f} ms"
             )
         print(f"   target ≥ {RATE_TARGET:g} (every row): {verdict(worst >= RATE_TARGET)}")
+
+
+def report_hostile(args: argparse.Namespace, counts: list[int], folder: Path) -> None:
+    count = max(counts)
+    rows = asyncio.run(
+        beside_a_hostile_client(count, args.latency, args.seconds, folder, ["pattern", "unique"])
+    )
+    print(
+        f"\n3. {count} clients beside one sending the costliest argument, engine of "
+        f"{args.latency:g} s a request, {args.seconds:g} s a run"
+    )
+    alone = rows[0][1]
+    worst = 1.0
+    for kind, rate, said in rows:
+        ratio = rate / alone if alone else 0.0
+        if kind != "none":
+            worst = min(worst, ratio)
+        name = {"none": "alone", "pattern": "beside ^(a|aa)+$ on 81 characters",
+                "unique": "beside 6,500 distinct objects, uniqueItems"}[kind]  # fmt: skip
+        print(f"   {name:<44} {rate:7.2f} calls/s   {ratio:5.3f}   {said}")
+    print(f"   target ≥ {RATE_TARGET:g} of the rate alone: {verdict(worst >= RATE_TARGET)}")
+
+
+def report_soak(args: argparse.Namespace, folder: Path) -> None:
+    idle = 2.0 if args.quick else 120.0  # longer than the run: every session open at its end
+    figures = asyncio.run(abandoned_sessions(args.sessions, idle, folder))
+    print(
+        f"\n4. {args.sessions:,} sessions opened, called once and abandoned (no DELETE), "
+        f"idle timeout {idle:g} s"
+    )
+    print(
+        f"   descriptors: {figures['fds_before']:.0f} before, {figures['fds_peak']:.0f} at the "
+        f"end of the run ({figures['open_peak']:.0f} sessions open), "
+        f"{figures['fds_after']:.0f} once they expired"
+    )
+    print(
+        f"   memory: resident {figures['rss_before'] / 1024:.1f} MiB before, "
+        f"{figures['rss_after'] / 1024:.1f} MiB after; traced by Python "
+        f"{figures['traced_before'] / 2**20:.2f} MiB before, "
+        f"{figures['traced_after'] / 2**20:.2f} MiB after"
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     data = tmp_path / "data"
     monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", str(config))
     monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(data))
+    monkeypatch.setenv("AGENTWORLD_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     from agentworld_tui.world import folders

@@ -82,6 +82,19 @@ EXPECTED: dict[str, list[str]] = {
         rf"(agentworld +{MEDIAN} M  .*\n +minimal +{MEDIAN} M  .*\n +agentworld ÷ minimal +"
         rf"{MEDIAN}|valgrind is not installed: no instruction counts)",
     ],
+    "probe": [
+        rf"without load +{MEDIAN} s",
+        rf"remembered load +{MEDIAN} s",
+        rf"first load +{MEDIAN} s",
+        rf"remembered ÷ without +{NUMBER}",
+    ],
+    "shadow": [
+        rf"model alone step ms +{MEDIAN}",
+        rf"twin alone step ms +{MEDIAN}",
+        rf"shadow step ms +{MEDIAN}",
+        rf"after the later side: shadow ms +{MEDIAN}",
+        rf"after the model: plain turn ms +{MEDIAN}",
+    ],
     "memory": [
         rf"after \d+ turns: {NUMBER} MiB beyond the model's mapping",
         rf"llama-cpp-python alone, same model, context and prompt: {NUMBER} MiB",

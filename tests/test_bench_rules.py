@@ -5,6 +5,7 @@ the world model and the judge (tests/faultserver.py)."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,8 @@ def test_an_empty_generation_is_not_judged_and_counts_as_failed(
     terminal = scores["domains"]["terminal"]
     assert (terminal["valid"], terminal["failed_empty_generation"]) == (1, 1)
     assert terminal["score"]["total"] == 75.0  # not pulled down by a score of 1
+    # The judge settings line counts the one judged, not the one never judged.
+    assert list(scores["judged_with"].values()) == [1]
 
 
 def test_thinking_on_without_a_closing_tag_the_whole_text_is_judged(tmp_path: Path) -> None:
@@ -330,3 +333,147 @@ def test_a_verdict_recorded_by_an_earlier_version_is_read_again_by_the_official_
     # 4.6 -> 5, quality absent: (5 + 4 + 4 + 4) / 4 = 4.25 -> 81.25.
     assert (web["valid"], web["score"]["total"], web["strict"]["judged"]) == (1, 81.25, 0)
     assert found["judged_with"] == {"judge settings not recorded (judged by an earlier version)": 1}
+
+
+# -- a verdict that cannot be read is unreadable, whatever it holds ------------------------------
+HUGE = "1" + "0" * 400
+
+
+def test_an_absurd_score_is_read_and_a_run_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = one_file(tmp_path, record(id="a"), record(id="b"))
+    huge = (
+        '<final_evaluation>{"scores": {"format": ' + HUGE + ', "factuality": 4, '
+        '"consistency": 4, "realism": 4, "quality": 4}}</final_evaluation>'
+    )
+    negative = huge.replace(HUGE, "-" + HUGE)
+    with (
+        FaultServer(default=Reply(content=[ANSWER])) as world,
+        FaultServer(default=Reply(content=[negative])) as judge,
+    ):
+        judge.queue(Reply(content=[huge]))
+        args = [*world_args(data, tmp_path / "run", world), *judge_args(judge), "--json"]
+        code = main([*args, "--judge-concurrency", "1"])
+        asked = len(judge.chat_requests())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+    # The first is read as the official rules read it (above 5 is 5); the second cannot be
+    # averaged: unreadable, asked three times in all, then recorded as such.
+    assert asked == 1 + 3
+    assert "judged 1, unreadable 1, judge failed 0" in captured.err
+    (scores,) = json.loads(captured.out)
+    terminal = scores["domains"]["terminal"]
+    assert (terminal["valid"], terminal["failed_unreadable"]) == (1, 1)
+    assert terminal["score"]["format"] == 100.0
+    assert terminal["score"]["total"] == 80.0  # (5 + 4 * 4) / 5 = 4.2
+    assert terminal["strict"]["judged"] == 0  # outside 1-5 for the project's reading
+    # The run is scored again from its files without trouble.
+    assert main(["bench", "score", str(tmp_path / "run")]) == 0
+
+
+# -- where the official evaluator's arithmetic and messages decide --------------------------------
+def test_a_reasoning_parser_that_leaves_content_empty_fails_the_sample_unjudged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = one_file(tmp_path, record(id="a"), record(id="b"))
+    with (
+        FaultServer(default=Reply(reasoning=["still thinking"], content=[ANSWER])) as world,
+        FaultServer(default=verdict_reply()) as judge,
+    ):
+        # The first sample never left its reasoning: the server's content field is empty.
+        world.queue(Reply(reasoning=["thinking and thinking"], content=[], finish_reason="length"))
+        code = main([*world_args(data, tmp_path / "run", world), *judge_args(judge), "--json"])
+        judged = judge.chat_requests()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert len(judged) == 1
+    assert "not judged (empty generation) 1" in captured.err
+    (scores,) = json.loads(captured.out)
+    terminal = scores["domains"]["terminal"]
+    assert (terminal["valid"], terminal["failed_empty_generation"]) == (1, 1)
+    # The judged one was judged on the content alone, never on the reasoning.
+    assert "still thinking" not in user_message(judged[0])
+    assert "**World Model Output (Simulated):**\n```\nPREDICTED\n```" in user_message(judged[0])
+
+
+def test_the_world_model_is_sent_the_prompt_list_turn_and_the_judge_the_current_prompt(
+    tmp_path: Path,
+) -> None:
+    turns = ["### Turn 1\nls", "### Turn 2\ncat a"]
+    data = one_file(
+        tmp_path,
+        record(
+            prompt=turns,
+            response=["a", "x"],
+            current_prompt="### Turn 2\ncat a  # as the file's current_prompt says",
+            turn_idx=2,
+            total_turns=2,
+        ),
+    )
+    with (
+        FaultServer(default=Reply(content=[ANSWER])) as world,
+        FaultServer(default=verdict_reply()) as judge,
+    ):
+        assert main([*world_args(data, tmp_path / "run", world), *judge_args(judge)]) == 0
+        (sent,) = world.chat_requests()
+        (judged,) = judge.chat_requests()
+    assert sent.body["messages"][-1] == {"role": "user", "content": turns[1]}
+    assert "# Current Turn:\n\n### Turn 2\ncat a  # as the file's current_prompt says" in (
+        user_message(judged)
+    )
+
+
+def test_a_domain_mean_is_computed_as_statistics_mean_computes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Eight verdicts whose mean total prints 49.37 by sum / len but 49.38 by
+    # statistics.mean, which the official evaluator uses.
+    verdicts = [
+        [2, 1, 2, 4, 5],
+        [4, 5, 2, 5, 4],
+        [2, 5, 1, 4, 5],
+        [3, 4, 1, 3, 2],
+        [2, 1, 3, 1, 1],
+        [3, 3, 2, 4, 5],
+        [3, 2, 1, 5, 1],
+        [5, 2, 5, 4, 2],
+    ]
+    totals = [sum(v) / len(v) for v in verdicts]
+    assert f"{(sum(totals) / len(totals) - 1) / 4 * 100:.2f}" == "49.37"
+    assert f"{(statistics.mean(totals) - 1) / 4 * 100:.2f}" == "49.38"
+    data = one_file(tmp_path, *(record(id=f"t{i}") for i in range(len(verdicts))))
+    with (
+        FaultServer(default=Reply(content=[ANSWER])) as world,
+        FaultServer() as judge,
+    ):
+        judge.queue(*(verdict_reply(dict(zip(SCORES, v, strict=True))) for v in verdicts))
+        args = [
+            *world_args(data, tmp_path / "run", world, "--concurrency", "1"),
+            *judge_args(judge),
+        ]
+        assert main([*args, "--judge-concurrency", "1"]) == 0
+    table = capsys.readouterr().out
+    row = next(x for x in table.splitlines() if x.startswith("terminal")).split()
+    assert row[6] == "49.38"
+
+
+def test_a_prompts_folder_without_a_user_template_says_the_projects_is_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "release" / "terminal"
+    folder.mkdir(parents=True)
+    (folder / "judge_system_prompt.txt").write_text("You judge terminal simulations.")
+    data = one_file(tmp_path, record())
+    with (
+        FaultServer(default=Reply(content=[ANSWER])) as world,
+        FaultServer(default=verdict_reply()) as judge,
+    ):
+        release = ["--judge-prompts", str(tmp_path / "release")]
+        assert main([*world_args(data, tmp_path / "run", world), *judge_args(judge, *release)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warnings = [x for x in err if "no judge user template" in x]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"agentworld: bench: {tmp_path / 'release'}: ")
+    assert "the project's template is used" in warnings[0]

@@ -226,3 +226,21 @@ def test_unusable_state_file_is_one_line(
     assert code == 2
     assert err.startswith(f"agentworld: --state: {broken}: not valid TOML")
     assert err.count("\n") == 1
+
+
+def test_predict_says_when_no_tool_list_checks_an_mcp_call(
+    scripted_model: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = scripted_model("ok</think><predicted_observation>done</predicted_observation>")
+    call = '{"name": "any_tool_at_all", "arguments": {}}'
+    assert cli.main(predict(model, "mcp", call)) == 0
+    out, err = capsys.readouterr()
+    assert out == "done\n"
+    assert (
+        "agentworld: no tool list is in use, so the call is checked against no tool: give "
+        "one with --state (a tools/list .json or a scenario .toml)\n"
+    ) in err
+    state = ["--state", str(PROMPTS / "mcp" / "scenarios.toml")]
+    good = '{"name": "list_directory", "arguments": {"path": "/home/maya/notes"}}'
+    assert cli.main(predict(model, "mcp", good, *state)) == 0
+    assert "no tool list" not in capsys.readouterr().err

@@ -190,7 +190,11 @@ def test_cancel_while_the_prompt_is_evaluated(scripted_model, llama_engine) -> N
     run = collect(engine.stream(long_prompt, GREEDY, control), on_event)
     assert run.finished.stats.stop_reason == "cancelled"
     assert run.finished.stats.generated_tokens == 0
-    assert len([e for e in run.events if isinstance(e, PromptProgress)]) == 1
+    progress = [e for e in run.events if isinstance(e, PromptProgress)]
+    assert len(progress) == 1
+    # What was read before the stop is counted, as the progress said.
+    assert run.finished.stats.evaluated_prompt_tokens == progress[0].evaluated == 16
+    assert run.finished.stats.prompt_tokens == progress[0].total
 
 
 def test_cancel_through_run_turn_marks_the_turn_interrupted(scripted_model, llama_engine) -> None:

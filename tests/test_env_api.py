@@ -356,3 +356,43 @@ def test_the_api_imports_neither_textual_nor_llama_cpp(server) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_generation_limits_come_with_the_api(server) -> None:
+    """Without ``GenerationParams`` a step may generate 32,768 tokens (issue 44 item 5):
+    it is exported beside ``Environment``, and its limits reach the server."""
+    from agentworld_tui.agents.env import GenerationParams
+
+    params = GenerationParams(max_tokens=256, temperature=0.2, enable_thinking=False)
+    with Environment("terminal", engine=server.url, params=params) as env:
+        env.reset()
+        env.step("ls\n")
+    body = server.chat_requests()[0].body
+    assert (body["max_tokens"], body["temperature"]) == (256, 0.2)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    training = (REPO / "docs" / "training.md").read_text()
+    assert "GenerationParams(max_tokens=" in training
+
+
+EXTRAS = "'openenv-core>=0.3,<0.4' 'gymnasium>=1.0,<2'"
+
+
+def test_where_extras_are_named_pipx_users_are_told_what_works() -> None:
+    """The extras are not on the package index: a pipx install adds them with ``pipx
+    inject`` and runs the Python examples with the pipx environment's python."""
+    for doc in ("README.md", "docs/training.md"):
+        text = (REPO / doc).read_text()
+        assert f"pipx inject agentworld-tui {EXTRAS}" in text, doc
+    training = (REPO / "docs" / "training.md").read_text()
+    assert "pipx environment --value PIPX_LOCAL_VENVS" in training
+    assert "pip install 'agentworld-tui[openenv]'" not in training
+
+
+def test_env_serve_without_openenv_names_the_pipx_way(monkeypatch, capsys) -> None:
+    from agentworld_tui.cli import main
+
+    monkeypatch.setitem(sys.modules, "agentworld_tui.agents.env.openenv_server", None)
+    assert main(["env", "serve", "--domain", "terminal", "--server", "http://127.0.0.1:9/v1"]) == 2
+    err = capsys.readouterr().err
+    assert "pipx inject agentworld-tui 'openenv-core>=0.3,<0.4'" in err
+    assert "pip install" in err and len(err.strip().splitlines()) == 1

@@ -3,9 +3,11 @@ episode against a real OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
+
 import gymnasium
 import pytest
-from gymnasium.utils.env_checker import check_reset_seed_determinism
+from gymnasium.utils.env_checker import check_env, check_reset_seed_determinism
 from gymnasium.utils.passive_env_checker import (
     check_action_space,
     check_observation_space,
@@ -16,6 +18,7 @@ from gymnasium.utils.passive_env_checker import (
 from slotserver import OBSERVATION, SlotServer
 
 from agentworld_tui.agents.env.gym import SimulatedEnv, register_environments
+from agentworld_tui.domains import DOMAINS
 from agentworld_tui.world.prompts import load_scenarios
 
 
@@ -26,8 +29,7 @@ def server() -> SlotServer:
 
 
 def test_gymnasium_s_checks_accept_the_environment(server) -> None:
-    """Gymnasium's API checks (a world model samples, so steps are not promised to repeat
-    under one seed: ``check_env``'s step-determinism check does not apply; resets do)."""
+    """Gymnasium's passive checks, step by step (``check_env`` whole is below)."""
     env = SimulatedEnv("terminal", engine=server.url, max_steps=50, render_mode="ansi")
     try:
         check_observation_space(env.observation_space)
@@ -35,7 +37,7 @@ def test_gymnasium_s_checks_accept_the_environment(server) -> None:
         check_reset_seed_determinism(env)
         env_reset_passive_checker(env, seed=3)
         env.action_space.seed(3)
-        for _ in range(3):  # samples up to 200,000 characters long: some outgrow the context
+        for _ in range(3):
             env_step_passive_checker(env, env.action_space.sample())
         env_step_passive_checker(env, "ls\n")
         assert env_render_passive_checker(env) == OBSERVATION
@@ -88,3 +90,60 @@ def test_every_domain_is_registered(server) -> None:
         assert obs == OBSERVATION and info["turn"] == 1
     finally:
         env.close()
+
+
+# -- honest spaces (issue 39 item 6) -----------------------------------------------------------
+SCREEN = "root@box:/app# echo ~ @ é ─ 😀 \\\x00\tend\nroot@box:/app#"
+
+
+@pytest.fixture
+def screen_server() -> SlotServer:
+    with SlotServer(slots=4, latency=0.0, observation=SCREEN) as running:
+        yield running
+
+
+@pytest.mark.parametrize("domain", list(DOMAINS))
+def test_gymnasium_s_checker_passes_with_actions_the_domain_takes(domain, screen_server) -> None:
+    """``check_env`` whole (its step-determinism check included: a server that answers
+    the same gives the same ``info``), and every sampled action is one the domain takes."""
+    env = SimulatedEnv(domain, engine=screen_server.url, max_steps=1_000)
+    try:
+        check_env(env, skip_render_check=True)
+        env.reset(seed=4)
+        env.action_space.seed(4)
+        for _ in range(12):
+            action = env.action_space.sample()
+            assert env.action_space.contains(action)
+            env.env.action(action)  # raises ActionError for an action the domain refuses
+        obs, _reward, _term, _trunc, info = env.step(env.action_space.sample())
+        assert info["status"] == "complete" and env.observation_space.contains(obs)
+        assert "seconds" not in json.dumps(info)
+        assert env.last_step is not None and env.last_step.cost.seconds > 0
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_both_vector_modes_carry_any_screen(mode, screen_server) -> None:
+    register_environments()
+    envs = gymnasium.make_vec(
+        "AgentWorld/Terminal-v0", num_envs=2, vectorization_mode=mode, engine=screen_server.url
+    )
+    try:
+        first, _info = envs.reset(seed=1)
+        state = load_scenarios("terminal")[0][0].state
+        assert tuple(first) == (state, state)
+        obs, *_rest, info = envs.step(("ls\n", envs.single_action_space.sample()))
+        assert tuple(obs) == (SCREEN, SCREEN)
+        assert list(info["status"]) == ["complete", "complete"]
+    finally:
+        envs.close()
+
+
+def test_the_text_space_holds_every_character() -> None:
+    from gymnasium.spaces.utils import flatten, unflatten
+
+    space = SimulatedEnv.observation_space_for(64)
+    text = SCREEN + "\udc80"  # a lone surrogate too: text Python can hold
+    assert space.contains(text) and unflatten(space, flatten(space, text)) == text
+    assert not space.contains("x" * 65) and not space.contains(b"bytes")

@@ -251,6 +251,17 @@ def test_a_pool_needs_one_engine_and_one_environment_at_least() -> None:
         EnvironmentPool("nope", 2, engine="http://127.0.0.1:9/v1")
 
 
+def test_a_pool_whose_engine_cannot_load_says_so_once_blocking_or_async() -> None:
+    """``step`` and ``astep`` are one implementation: a model that cannot be loaded is
+    one EnvError from either, not a refusal per environment from one of them."""
+    with EnvironmentPool("terminal", 3, engine=f"http://127.0.0.1:{free_port()}/v1") as pool:
+        with pytest.raises(EnvError, match="connection refused"):
+            pool.step(["ls\n", "pwd\n", None])
+        with pytest.raises(EnvError, match="connection refused"):
+            asyncio.run(pool.astep(["ls\n", "pwd\n", None]))
+        assert not any(env.busy for env in pool) and pool[0].steps == 0
+
+
 def test_every_client_shares_one_tls_context() -> None:
     """A server's engine makes one HTTP client from its load to its unload; loading the
     certificate store for each one cost tens of milliseconds of CPU (when a client was

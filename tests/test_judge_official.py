@@ -4,6 +4,7 @@ judged prediction is extracted from a generated text, and how a judge's verdict 
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 
 from agentworld_tui.evaluation.extraction import NO_OUTPUT, official_prediction
 from agentworld_tui.judging.official import read_official_verdict, remove_thinking
-from agentworld_tui.world.judgement import JudgementError
+from agentworld_tui.judging.verdicts import read_verdict
+from agentworld_tui.world.judgement import JudgementError, normalise
 
 OBS = "<predicted_observation>{}</predicted_observation>"
 
@@ -220,3 +222,64 @@ def test_any_answer_gives_a_verdict_or_one_clear_line(answer: str) -> None:
         assert str(exc) and "\n" not in str(exc)
     else:
         assert all(v <= 5 for v in verdict.scores.values())
+
+
+# -- nothing in an answer makes reading it raise ------------------------------------------------
+NUMBER_TEXTS = [
+    "1" + "0" * 400,
+    "-1" + "0" * 400,
+    "1" + "0" * 5000,  # more digits than Python converts
+    "1e400",
+    "-1e400",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "2.5",
+    "4.9999999999999999999",
+    "-0",
+    '"4/5"',
+    '"1e999/5"',
+    '"' + "9" * 5000 + '/5"',
+    "true",
+    "null",
+    "[]",
+    "{}",
+]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+).map(json.dumps)
+SCORE_TEXTS = st.sampled_from(NUMBER_TEXTS) | JSON_VALUES
+
+
+@st.composite
+def verdict_answers(draw: st.DrawFn) -> str:
+    dimensions = ["format", "factuality", "consistency", "realism", "quality", "Format", "x"]
+    keys = draw(st.lists(st.sampled_from(dimensions), max_size=6))
+    body = ", ".join(f'"{k}": {draw(SCORE_TEXTS)}' for k in keys)
+    verdict = '{"strengths": ' + draw(JSON_VALUES) + ', "scores": {' + body + "}}"
+    before = draw(st.sampled_from(["", "thinking</think>", "<think>", "```json\n"]))
+    after = draw(st.sampled_from(["", "```", "}", ",}", "</final_evaluation>"]))
+    return f"{before}<final_evaluation>{verdict}{after}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(verdict_answers() | JSON_VALUES | st.text(max_size=200))
+def test_any_verdict_text_or_json_is_a_verdict_or_unreadable_never_an_exception(
+    answer: str,
+) -> None:
+    reading = read_verdict(answer)  # never raises
+    if reading.official is None:
+        assert reading.official_error and "\n" not in reading.official_error
+    else:
+        values = list(reading.official.scores.values())
+        assert all(isinstance(v, int) and v <= 5 for v in values)
+        # Whatever was read can be averaged and written, as the score step does.
+        for value in values:
+            normalise(statistics.mean([value, 3]))
+        json.dumps(reading.official.to_dict())
+    if reading.strict is None:
+        assert reading.strict_error and "\n" not in reading.strict_error
+    else:
+        assert all(1 <= v <= 5 for v in reading.strict.scores.values())

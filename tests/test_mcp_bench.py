@@ -23,6 +23,12 @@ EXPECTED = [
     rf"^ +1 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} ms$",
     rf"^ +4 +{NUMBER} +{NUMBER} +{NUMBER} +{NUMBER} ms$",
     r"target ≥ 0\.95 \(every row\): (meets|MISSES) the target",
+    rf"alone +{NUMBER} calls/s",
+    rf"beside \^\(a\|aa\)\+\$ on 81 characters +{NUMBER} calls/s +{NUMBER} +\d+ hostile calls",
+    rf"beside 6,500 distinct objects, uniqueItems +{NUMBER} calls/s",
+    r"target ≥ 0\.95 of the rate alone: (meets|MISSES) the target",
+    r"descriptors: \d+ before, \d+ at the end of the run \(\d+ sessions open\), \d+ once",
+    rf"memory: resident {NUMBER} MiB before, {NUMBER} MiB after",
 ]
 
 

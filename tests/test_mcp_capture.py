@@ -127,3 +127,44 @@ def test_a_server_that_cannot_be_reached_is_one_line_and_exit_2(
 async def test_a_server_that_never_lists_is_given_up_on() -> None:
     with pytest.raises(CaptureError, match="did not list its tools within 1 seconds"):
         await capture(command=[sys.executable, "-c", "import time; time.sleep(30)"], timeout=1)
+
+
+HOSTILE_SERVER = (
+    "import sys; sys.stderr.write('starting\\x1b]0;pwned\\x07\\x1b[2J\\n' + 'noise\\n' * 500"
+    " + 'fatal: no config \\x1b[31mred\\x1b[0m\\n'); sys.stderr.flush(); sys.exit(3)"
+)
+
+
+def test_a_failing_server_s_stderr_is_a_clean_bounded_tail_of_the_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(HOSTILE_SERVER, encoding="utf-8")
+    command = shlex.join([sys.executable, str(script)])
+    code = main(["mcp", "tools", "--tools-from-command", command])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith("agentworld: cannot list the tools of ")
+    assert "fatal: no config red" in line  # what the server said last, clean
+    assert "\x1b" not in err and "\x07" not in err and "starting" not in err
+    assert len(line) < 1000
+
+
+def test_a_command_that_is_no_mcp_server_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentworld_tui", "mcp", "tools", "--tools-from-command", "echo hi"],
+        capture_output=True, text=True, timeout=120, cwd=TESTS_DIR.parent,
+    )  # fmt: skip
+    code, out, err = done.returncode, done.stdout, done.stderr
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith("agentworld: cannot list the tools of echo hi")
+    assert "Traceback" not in err
+
+
+def test_one_tool_written_is_one_tool(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    tools = tmp_path / "one.json"
+    tools.write_text(json.dumps({"tools": NOTES_TOOLS[:1]}), encoding="utf-8")
+    assert main(["mcp", "tools", str(tools), "-o", str(tmp_path / "out.json")]) == 0
+    assert capfd.readouterr().err == f"agentworld: 1 tool written to {tmp_path / 'out.json'}\n"

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def test_a_tools_file_that_is_not_json_schema_is_refused_at_start(
         (["--domain", "os", "--schedule-seed", "3"], "--schedule-seed goes with --schedule"),
         (
             ["--domain", "os", "--transport", "http", "--host", "0.0.0.0"],
-            "listening on 0.0.0.0 needs a bearer token: put one in $AGENTWORLD_MCP_TOKEN",
+            "listening on 0.0.0.0 needs a token: put one in $AGENTWORLD_MCP_TOKEN",
         ),
     ],
 )
@@ -63,6 +64,29 @@ def test_bad_flags_are_one_line(
     capsys: pytest.CaptureFixture[str], words: list[str], said: str
 ) -> None:
     assert one_line(capsys, ["mcp", "serve", *words]).startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--session-idle-timeout", "0", "must be a number of seconds from 1 to 604800"),
+        ("--max-sessions", "nan", "must be a whole number from 1 to 100000"),
+    ],
+)
+def test_session_bounds_out_of_range_are_refused(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, said: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "serve", "--domain", "os", flag, value])
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_the_session_bounds_say_the_server_s_defaults() -> None:
+    from agentworld_tui.agents.mcp import server
+    from agentworld_tui.cli import mcp
+
+    assert (mcp.IDLE_SECONDS, mcp.MAX_SESSIONS) == (server.IDLE_SECONDS, server.MAX_SESSIONS)
 
 
 def test_a_bad_schedule_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -196,3 +220,24 @@ def test_ctrl_c_ends_a_stdio_server_whose_client_holds_stdin_open(tmp_path: Path
             assert process.stdin is not None
             process.stdin.close()
     assert code == 0
+
+
+def test_a_client_that_leaves_before_a_failing_model_load_leaves_one_clean_line(
+    tmp_path: Path,
+) -> None:
+    from faultserver import FaultServer, Reply
+
+    tools = write_tools(tmp_path / "tools.json")
+    with FaultServer() as fault:
+        fault.models_reply = Reply(status=500, error_message="no such model", trickle_s=0.05)
+        done = subprocess.run(
+            [sys.executable, "-m", "agentworld_tui", "mcp", "serve", str(tools),
+             "--server", fault.url, "--sessions", str(tmp_path / "s")],
+            input="", capture_output=True, text=True, timeout=120,
+            cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        time.sleep(3)  # the load fails after the process is gone: nothing more is said
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"agentworld: serving 2 tools ({tools}) over stdio",
+    ]

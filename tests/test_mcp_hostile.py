@@ -6,6 +6,8 @@ the server answering them is the SDK's, as everywhere else."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -148,3 +150,73 @@ async def test_a_body_over_the_transport_s_limit_is_refused(tmp_path: Path, size
         finally:
             simulator.close()
     assert refused.status_code == 413
+
+
+def sse_events(text: str) -> list[dict[str, str]]:
+    """The events of an SSE body, each as its fields."""
+    events: list[dict[str, str]] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(":")
+            if name and not line.startswith(":"):
+                fields[name] = value.removeprefix(" ")
+        if fields:
+            events.append(fields)
+    return events
+
+
+async def replay(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> str:
+    """What a GET with Last-Event-ID is sent within a second (the stream stays open)."""
+    text = ""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1.0), http.stream("GET", url, headers=headers) as response:
+            async for chunk in response.aiter_text():
+                text += chunk
+    return text
+
+
+async def test_sse_streams_open_with_a_priming_event_and_replay_only_into_their_session(
+    tmp_path: Path,
+) -> None:
+    from agentworld_tui import __version__
+
+    notes = toolsets.from_file(write_tools(tmp_path / "tools.json"))
+    with FaultServer() as fault:
+        fault.default = reply_with("fine")
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(tmp_path / "s"))
+        try:
+            async with serving(server) as url, httpx2.AsyncClient() as http:
+                sessions = []
+                for _ in range(2):
+                    opened = await http.post(url, json=INITIALIZE, headers=ACCEPT)
+                    info = answer_of(opened)["result"]["serverInfo"]
+                    sessions.append(
+                        {
+                            **ACCEPT,
+                            "mcp-session-id": opened.headers["mcp-session-id"],
+                            "mcp-protocol-version": "2025-11-25",
+                        }
+                    )
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "read_note", "arguments": {"title": "a"}},
+                }
+                answered = await http.post(url, json=call, headers=sessions[0])
+                events = sse_events(answered.text)
+                last = events[0]["id"]
+                get = {"Accept": "text/event-stream", "last-event-id": last}
+                replayed = await replay(http, url, {**sessions[0], **get})
+                # Another session cannot have the first one's events replayed to it.
+                stranger = await replay(http, url, {**sessions[1], **get})
+        finally:
+            simulator.close()
+    assert info["version"] == __version__
+    first = events[0]
+    assert first["id"] and first.get("data", "") == "" and first["retry"] == "2000"
+    assert "fine" in events[-1]["data"]
+    assert '"text":"fine"' in replayed  # what the stream carried after the priming event
+    assert replayed and "fine" not in stranger

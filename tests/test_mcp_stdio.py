@@ -6,11 +6,17 @@ connection is one saved session, and a client that closes mid-call loses no turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from faultserver import FaultServer, Reply
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -122,3 +128,84 @@ async def test_a_client_that_leaves_mid_call_leaves_the_turn_interrupted_and_sav
     [turns] = session_turns(folder).values()
     assert [t["status"] for t in turns] == ["complete", "interrupted"]
     assert turns[1]["stats"]["agent"]["received"] is None
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "inspector-like", "version": "0"},
+    },
+}
+
+
+@pytest.mark.parametrize("stdin_first", [True, False], ids=["stdin-then-sigterm", "sigterm"])
+def test_a_client_that_gives_up_as_the_inspector_does_keeps_the_call(
+    tmp_path: Path, stdin_first: bool
+) -> None:
+    """The MCP Inspector's way to stop a server: close stdin, SIGTERM 2 s later, SIGKILL 2 s
+    after that. The call in flight (here: waiting for a model that takes long to load) is
+    on disk, interrupted, within a second, and the process is gone before the SIGKILL."""
+    tools = write_tools(tmp_path / "tools.json")
+    folder = tmp_path / "sessions"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "read_note", "arguments": {"title": "tea"}},
+    }
+    with FaultServer() as fault:
+        fault.models_reply = Reply(trickle_s=0.5)  # the model loads for a minute
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentworld_tui", "mcp", "serve", str(tools),
+             "--server", fault.url, "--sessions", str(folder)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            for message in (INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
+                process.stdin.write((json.dumps(message) + "\n").encode())
+                process.stdin.flush()
+            assert json.loads(process.stdout.readline())["id"] == 1
+            process.stdin.write((json.dumps(call) + "\n").encode())
+            process.stdin.flush()
+            time.sleep(1.0)  # the call waits for the model
+            given_up = time.monotonic()
+            if stdin_first:
+                process.stdin.close()
+                saved = _saved_within(folder, 2.0)
+                process.send_signal(signal.SIGTERM)
+            else:
+                process.send_signal(signal.SIGTERM)
+                saved = _saved_within(folder, 2.0)
+            try:
+                code = process.wait(timeout=max(0.1, given_up + 4.0 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+                code = None
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+    assert saved is not None and saved - given_up < 1.0, "not saved within a second"
+    assert code is not None, "still running when the SIGKILL would come"
+    [turns] = session_turns(folder).values()
+    assert [t["status"] for t in turns] == ["interrupted"]
+    assert turns[0]["stats"]["agent"]["received"] is None
+
+
+def _saved_within(folder: Path, seconds: float) -> float | None:
+    """When a session file with a turn appeared in ``folder`` (None: not within ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for file in folder.glob("*.json"):
+            with contextlib.suppress(ValueError, OSError):
+                if json.loads(file.read_text(encoding="utf-8"))["tabs"][0]["turns"]:
+                    return time.monotonic()
+        time.sleep(0.02)
+    return None

@@ -817,7 +817,7 @@ def test_a_refusal_for_another_reason_is_not_retried(server: FaultServer) -> Non
     engine = connected(server)
     server.queue(Reply(status=400, error_message="This model's maximum context length is 8192"))
     done = finished(collect(engine))
-    assert "maximum context length" in done.error
+    assert "the context of 8192 tokens" in done.error
     assert len(server.chat_requests()) == 1 and engine.dropped_params == ()
 
 

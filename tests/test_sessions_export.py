@@ -18,6 +18,7 @@ from agentworld_tui.world.export import (
     sent_messages,
 )
 from agentworld_tui.world.session import Message, Session, new_session
+from agentworld_tui.world.trajectories import MAX_PROBLEMS as REPLAY_PROBLEMS
 from agentworld_tui.world.trajectories import (
     Replay,
     TrajectoryError,
@@ -493,6 +494,31 @@ def test_bad_benchmark_input_gives_one_line_reasons(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe{}\n")
     with pytest.raises(TrajectoryError, match="not UTF-8"):
         load_benchmark(binary)
+
+
+def test_the_app_and_bench_read_benchmark_lines_alike(tmp_path: Path) -> None:
+    """One reader serves replay and bench: the same samples, the same bad lines said (up
+    to each one's limit, then counted), the same refusal of a file that is not UTF-8."""
+    from agentworld_tui.evaluation.bench import MAX_PROBLEMS, BenchError, load_samples
+
+    good = '{"task": "terminal", "id": "t", "prompt": ["ls"], "response": ["a"]}\n'
+    path = tmp_path / "terminal_test.jsonl"
+    path.write_text(good + "[1]\n\n" * 60 + good.replace('"t"', '"u"'))
+    replay, bench = load_benchmark(path), load_samples(path)
+    assert [s.id for t in replay.trajectories for s in t.samples] == ["t", "u"]
+    assert [(s.id, s.source) for s in bench.samples] == [
+        ("t", "terminal_test.jsonl:1"),
+        ("u", "terminal_test.jsonl:122"),
+    ]
+    assert replay.problems[0] == "terminal_test.jsonl:2: a line must be a JSON object"
+    assert replay.problems[-1] == f"{60 - REPLAY_PROBLEMS} more bad lines skipped"
+    assert bench.problems[:MAX_PROBLEMS] == replay.problems[:MAX_PROBLEMS]
+    assert bench.problems[-1] == f"{60 - MAX_PROBLEMS} more bad lines skipped"
+    path.write_bytes(good.encode() + b"\xff\n")
+    with pytest.raises(BenchError, match=r"terminal_test\.jsonl: not UTF-8 text"):
+        load_samples(path)
+    with pytest.raises(TrajectoryError, match=r"terminal_test\.jsonl: not UTF-8 text"):
+        load_benchmark(path)
 
 
 def test_exports_carry_the_output_as_generated_where_they_have_room() -> None:

@@ -22,9 +22,10 @@ from agentworld_tui.world.json_input import (
     check_bounds,
     parse_json,
 )
-from agentworld_tui.world.judgement import Judgement, Verdict
+from agentworld_tui.world.judgement import DIMENSIONS, Judgement, Verdict
 from agentworld_tui.world.library import LAST_USED, SessionLibrary
 from agentworld_tui.world.session import new_session
+from agentworld_tui.world.session_file import Scores
 from agentworld_tui.world.workspace import (
     Workspace,
     WorkspaceError,
@@ -376,3 +377,7 @@ def test_the_library_lists_every_hostile_file_with_its_problem(tmp_path: Path) -
     (folder / LAST_USED).unlink()
     assert library.last_used() == good
     time.localtime(shown.updated)  # a date the browser can show
+
+
+def test_the_file_s_scores_are_the_judge_s_dimensions() -> None:
+    assert tuple(Scores.__annotations__) == DIMENSIONS

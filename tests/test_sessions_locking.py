@@ -300,6 +300,28 @@ def test_lock_and_owner_files_are_hidden_and_never_listed(tmp_path: Path) -> Non
     assert [e.path for e in library.entries()] == [workspace.path]
     workspace.close()
     assert not (library.folder / owner).exists()
+    assert not (library.folder / lock).exists()  # no empty lock file stays behind
+
+
+def test_a_lock_file_removed_at_release_is_never_shared_by_two_writers(tmp_path: Path) -> None:
+    """A writer that opened the lock file before its holder removed it does not hold a
+    lock on the removed file while another holds the new one."""
+    from agentworld_tui.world.session_lock import LockHeld, SessionLock
+
+    path = tmp_path / "s.json"
+    first, second, third = SessionLock(path), SessionLock(path), SessionLock(path)
+    first.acquire()
+    with pytest.raises(LockHeld):
+        second.acquire()
+    first.release()
+    assert not first.lock_path.exists()
+    third.acquire()
+    with pytest.raises(LockHeld):
+        second.acquire()
+    third.release()
+    second.acquire()
+    assert second.held
+    second.release()
 
 
 def test_hold_takes_the_file_before_the_first_save(tmp_path: Path) -> None:

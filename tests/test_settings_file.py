@@ -315,3 +315,38 @@ def test_doctor_says_where_the_settings_file_and_the_log_are(isolated_dirs: dict
         line.split() == ["config", str(settings_path())] for line in done.stdout.splitlines()
     )
     assert any(line.split()[:1] == ["log"] for line in done.stdout.splitlines())
+
+
+def test_each_key_is_checked_strictly_against_its_declared_type(isolated_dirs: dict) -> None:
+    config_file(
+        isolated_dirs,
+        '[model]\nthreads = true\npath = 5\nengine = "vllm"\nslots = 2.0\n'
+        '[ui]\nshow_reasoning = 1\nwait_seconds = 2\n[server]\nidle_timeout = "30"\n',
+    )
+    loaded = load_settings()
+    where = f"{settings_path()}: "
+    assert [p.removeprefix(where) for p in loaded.problems] == [
+        "[model].threads: expected int, got True (default used)",
+        "[model].path: expected str, got 5 (default used)",
+        "[model].engine: 'vllm' must be one of llama-cpp-python, xllamacpp (default used)",
+        "[model].slots: expected int, got 2.0 (default used)",
+        "[ui].show_reasoning: expected bool, got 1 (default used)",
+        "[server].idle_timeout: expected float, got '30' (default used)",
+    ]
+    assert loaded.settings.ui.wait_seconds == 2.0 and isinstance(
+        loaded.settings.ui.wait_seconds, float
+    )
+
+
+def test_a_start_without_a_settings_file_does_not_load_pydantic(isolated_dirs: dict) -> None:
+    # pydantic's import would cost the first frame more than the startup target allows:
+    # it loads when a settings or session file is read, not before.
+    code = (
+        "import sys\nfrom agentworld_tui.config import load_settings\n"
+        "import agentworld_tui.world.workspace\n"
+        "assert load_settings().problems == []\nprint('pydantic' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False"

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import importlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,16 +61,12 @@ def build_parser(commands: bool = True) -> argparse.ArgumentParser:
     engine = engine_flags()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    import importlib
-
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, engine)
     return parser
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    import gc
-
     # Start-up builds a few hundred thousand objects that all stay alive, and the cyclic
     # collector would walk them several times for nothing (about 20 ms here, one full
     # pass among them). The app turns it back on once its tabs are built.
@@ -136,8 +135,6 @@ def _run(words: list[str]) -> int:
         return 2
     except BrokenPipeError:
         # The reader went away (``| head``): not an error worth a traceback.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:

@@ -1,12 +1,15 @@
 """``agentworld bench``: predict, judge and score AgentWorldBench samples.
 
     agentworld bench DATA_DIR [--domains D ...] [--limit N] [--out DIR] [judge flags]
-    agentworld bench judge OUT_DIR (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
-    agentworld bench score OUT_DIR [OTHER_OUT_DIR]
+    agentworld bench judge RUN (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
+    agentworld bench score RUN [OTHER_RUN]
+    agentworld bench export OUT_DIR DEST_DIR
 
 The first form runs the world model (``--model`` or ``--server``) over the samples and, with
 judge flags, judges the predictions, then prints the scores. Every step appends to files in
-the run's folder, so the same command run again resumes where the last one stopped.
+the run's folder, so the same command run again resumes where the last one stopped. A RUN
+is a run's folder, or the official evaluator's ``predictions.jsonl`` or ``judged.jsonl``
+(or the folder holding them); ``export`` writes a run as the official evaluator's files.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,13 +32,17 @@ USAGE = """
   agentworld bench DATA_DIR [--domains D [D ...]] [--limit N] [--out DIR] [--concurrency N]
                    [--judge-server URL --judge-model NAME | --judge-model-path GGUF]
                    [--judge-prompts DIR]
-  agentworld bench judge OUT_DIR (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
-                   [--judge-prompts DIR]
-  agentworld bench score OUT_DIR [OTHER_OUT_DIR] [--raw] [--json]"""
+  agentworld bench judge RUN (--judge-server URL --judge-model NAME | --judge-model-path GGUF)
+                   [--judge-prompts DIR] [--out DIR]
+  agentworld bench score RUN [OTHER_RUN] [--raw] [--json]
+  agentworld bench export OUT_DIR DEST_DIR
+
+  RUN: a run's folder (OUT_DIR), or the official evaluator's predictions.jsonl or
+  judged.jsonl, or the folder holding them"""
 
 DEFAULT_REMOTE_CONCURRENCY = 4
 JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS, JUDGE_ATTEMPTS = 0.6, 32768, 3
-"""engines/judge.py's defaults (the official evaluator's), here so that building the
+"""judging/judge.py's defaults (the official evaluator's), here so that building the
 argument parser imports nothing of judging."""
 
 
@@ -55,8 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: o
         "paths",
         nargs="+",
         metavar="DATA_DIR",
-        help="a folder of <domain>_test.jsonl files (or one file); or 'judge OUT_DIR', "
-        "or 'score OUT_DIR [OTHER_OUT_DIR]'",
+        help="a folder of <domain>_test.jsonl files (or one file); or 'judge RUN', "
+        "'score RUN [OTHER_RUN]' or 'export OUT_DIR DEST_DIR'",
     )
     run = parser.add_argument_group("running")
     run.add_argument(
@@ -66,7 +74,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], engine: o
     run.add_argument(
         "--out",
         metavar="DIR",
-        help="the run's folder (default: <data dir>/bench/<data>-<model>); reuse it to resume",
+        help="the run's folder (default: <data dir>/bench/<data>-<model>); reuse it to "
+        "resume. For 'judge' of the official evaluator's file: the folder its verdicts go to",
     )
     run.add_argument(
         "--concurrency",
@@ -132,8 +141,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _score(rest, args)
     if first == "judge":
         if len(rest) != 1:
-            raise UserError("usage: agentworld bench judge OUT_DIR --judge-server URL ...")
+            raise UserError("usage: agentworld bench judge RUN --judge-server URL ...")
         return _judge_only(Path(rest[0]), args)
+    if first == "export":
+        if len(rest) != 2:
+            raise UserError("usage: agentworld bench export OUT_DIR DEST_DIR")
+        return _export(Path(rest[0]), Path(rest[1]))
     if rest:
         raise UserError(
             f"one DATA_DIR at a time (got {len(args.paths)} paths); "
@@ -198,12 +211,17 @@ def _run(data: Path, args: argparse.Namespace) -> int:
     if spec is not None:
         assert prompts is not None
         status = max(status, _judge(run, samples, spec, prompts, args))
-    return max(status, _print_scores([run], args, quiet_if_empty=spec is None))
+    return max(status, _print_scores([str(out)], args, quiet_if_empty=spec is None))
 
 
 def _judge_only(out: Path, args: argparse.Namespace) -> int:
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.evaluation.bench import BenchError, BenchRun, load_samples
+    from agentworld_tui.evaluation.official_files import (
+        DEFAULT_TASK,
+        import_predictions,
+        official_file,
+    )
 
     spec = _judge_spec(args)
     if spec is None:
@@ -211,14 +229,40 @@ def _judge_only(out: Path, args: argparse.Namespace) -> int:
             "give a judge: --judge-server URL --judge-model NAME, or --judge-model-path"
         )
     prompts = _judge_prompts(args)
-    run = BenchRun(out)
+    official = official_file(out)
     try:
-        info = run.require()
-        samples = load_samples(Path(str(info["data"])), known=lambda name: name in DOMAINS)
+        if official is None:
+            run = BenchRun(out)
+            info = run.require()
+            samples = load_samples(
+                Path(str(info["data"])),
+                known=lambda name: name in DOMAINS,
+                default_task=DEFAULT_TASK if info.get("imported") == "official" else "",
+            )
+        else:
+            run = BenchRun(Path(args.out) if args.out else _official_out(official))
+            imported = import_predictions(official, run)
+            _say(
+                f"{official}: {imported.added + imported.kept} generations of the official "
+                f"evaluator ({imported.added} new); verdicts in {run.folder}"
+            )
+            for problem in imported.problems:
+                _say(problem)
+            samples = load_samples(
+                official, known=lambda name: name in DOMAINS, default_task=DEFAULT_TASK
+            )
+            for problem in samples.problems:
+                _say(problem)
     except BenchError as exc:
         raise UserError(str(exc)) from None
     status = _judge(run, samples, spec, prompts, args)
-    return max(status, _print_scores([run], args))
+    status = max(status, _print_scores([str(run.folder)], args))
+    if official is not None:
+        _say(
+            "to write them as the official evaluator's files: "
+            f"agentworld bench export {run.folder} DEST_DIR"
+        )
+    return status
 
 
 def _judge(
@@ -228,8 +272,6 @@ def _judge(
     prompts: JudgePrompts,
     args: argparse.Namespace,
 ) -> int:
-    from dataclasses import replace
-
     from agentworld_tui.domains import DOMAINS
     from agentworld_tui.engines.base import EngineError
     from agentworld_tui.engines.factory import make_engine
@@ -274,22 +316,45 @@ def _judge(
 
 
 def _score(paths: list[str], args: argparse.Namespace) -> int:
-    from agentworld_tui.evaluation.bench import BenchRun
-
     if not 1 <= len(paths) <= 2:
-        raise UserError("usage: agentworld bench score OUT_DIR [OTHER_OUT_DIR]")
-    return _print_scores([BenchRun(Path(p)) for p in paths], args)
+        raise UserError("usage: agentworld bench score RUN [OTHER_RUN]")
+    return _print_scores(paths, args)
 
 
-def _print_scores(
-    runs: list[BenchRun], args: argparse.Namespace, quiet_if_empty: bool = False
-) -> int:
-    from agentworld_tui.evaluation.bench import BenchError
-    from agentworld_tui.evaluation.scores import compare_table, score_run, score_table, scores_json
+def _print_scores(paths: list[str], args: argparse.Namespace, quiet_if_empty: bool = False) -> int:
+    """Print the scores of each RUN: a run's folder, or the official evaluator's file."""
+    from agentworld_tui.evaluation.bench import BenchError, BenchRun
+    from agentworld_tui.evaluation.official_files import official_file, score_official
+    from agentworld_tui.evaluation.results import ResultsError
+    from agentworld_tui.evaluation.scores import (
+        compare_table,
+        identify,
+        score_run,
+        score_table,
+        scores_json,
+    )
 
+    scores = []
     try:
-        scores = [score_run(run, _run_name(run)) for run in runs]
-    except BenchError as exc:
+        for path in map(Path, paths):
+            official = official_file(path)
+            if official is not None:
+                found, problems = score_official(official)
+                for problem in problems:
+                    _say(problem)
+                scores.append(found)
+                continue
+            run = BenchRun(path)
+            if path.is_file():
+                raise BenchError(
+                    f"{path}: neither a bench run's folder nor the official evaluator's "
+                    "predictions.jsonl or judged.jsonl"
+                )
+            found = score_run(run, _run_name(run))
+            if len(paths) == 2:
+                identify(run, found)
+            scores.append(found)
+    except (BenchError, ResultsError) as exc:
         raise UserError(str(exc)) from None
     if quiet_if_empty and not any(s.keys() for s in scores):
         return 0
@@ -299,6 +364,24 @@ def _print_scores(
         print(compare_table(scores[0], scores[1]))
     else:
         print(score_table(scores[0], raw=args.raw))
+    return 0
+
+
+def _export(out: Path, dest: Path) -> int:
+    from agentworld_tui.evaluation.bench import BenchError, BenchRun
+    from agentworld_tui.evaluation.official_files import export_run
+    from agentworld_tui.evaluation.results import ResultsError
+
+    try:
+        done = export_run(BenchRun(out), dest)
+    except (BenchError, ResultsError) as exc:
+        raise UserError(str(exc)) from None
+    _say(f"wrote {', '.join(str(p) for p in done.written)}")
+    _say(f"predictions {done.predictions}, judged {done.judged}")
+    if done.not_predicted:
+        _say(f"{done.not_predicted} samples not predicted yet: left out")
+    if done.not_judged:
+        _say(f"{done.not_judged} predictions not judged yet: left out of {dest / 'judged.jsonl'}")
     return 0
 
 
@@ -371,6 +454,15 @@ def _default_out(data: Path, model: str) -> Path:
     from agentworld_tui.config import data_dir
 
     name = f"{data.resolve().name}-{Path(model).stem or model}"
+    return data_dir() / "bench" / (re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "run")
+
+
+def _official_out(official: Path) -> Path:
+    """Where verdicts on the official evaluator's file go unless --out says."""
+    from agentworld_tui.config import data_dir
+
+    source = official.resolve()
+    name = f"{source.parent.name}-{source.stem}"
     return data_dir() / "bench" / (re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "run")
 
 

@@ -1,19 +1,20 @@
-"""textual-serve's Server, guarded: a token, the Host and Origin, and a bound on sessions.
+"""textual-serve's Server, guarded: the shared guard (``agents.guard``), the run's token, and
+a bound on sessions.
 
 Unguarded, any web page the user visits could open a WebSocket to the server (browsers do
 not stop cross-origin WebSockets), list and open saved sessions and send actions, and
 every connection started an app with its own copy of the model. Here every request needs
-the run's token (in the printed URL, then in a cookie), a Host that is the served address
-or a loopback name (against DNS rebinding), and no Origin but the server's own; and at most
-``max_sessions`` apps run at once. Imported only by ``agentworld serve``.
+the run's token (in the printed URL, then in a cookie, or as ``Authorization: Bearer``), a
+Host and Origin the guard allows (the loopback in any spelling, at the server's port;
+against DNS rebinding and other pages), and at most ``max_sessions`` apps run at once.
+Imported only by ``agentworld serve``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hmac
-import ipaddress
+import asyncio
 import logging
+import signal
 import socket
 from typing import Any
 
@@ -21,39 +22,8 @@ import aiohttp_jinja2
 from aiohttp import WSCloseCode, web
 from textual_serve.server import Server, to_int
 
+from agentworld_tui.agents.guard import Guard, token_of
 from agentworld_tui.world.plural import counted
-
-LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
-WILDCARDS = ("0.0.0.0", "::", "")
-
-
-def host_part(host: str) -> str:
-    """``host`` as a URL writes it: an IPv6 address in brackets."""
-    try:
-        return f"[{host}]" if ipaddress.ip_address(host).version == 6 else host
-    except ValueError:
-        return host
-
-
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The ``Host`` headers the server answers: its address and the loopback names (and,
-    bound to every address, this machine's own names)."""
-    names = {host_part(host), *LOOPBACK}
-    if host in WILDCARDS:
-        names.discard(host_part(host))
-        names |= machine_names()
-    hosts = {f"{name.lower()}:{port}" for name in names}
-    if port == 80:
-        hosts |= {name.lower() for name in names}
-    return frozenset(hosts)
-
-
-def machine_names() -> set[str]:
-    names = {socket.gethostname(), socket.getfqdn()}
-    with contextlib.suppress(OSError):
-        addresses = socket.getaddrinfo(socket.gethostname(), None)
-        names |= {host_part(str(info[4][0])) for info in addresses}
-    return {n for n in names if n}
 
 
 class GuardedServer(Server):
@@ -67,9 +37,29 @@ class GuardedServer(Server):
         self.token = token
         self.max_sessions = max_sessions
         self.sessions = 0
-        self.hosts = allowed_hosts(host, port)
-        self.origins = frozenset(f"http://{h}" for h in self.hosts)
+        self.guard = Guard(
+            host,
+            port,
+            token,
+            token_hint="open the address with the token that `agentworld serve` printed",
+        )
         self.cookie = f"agentworld-token-{port}"
+
+    def serve_on(self, sock: socket.socket) -> None:
+        """textual-serve's ``serve``, on a socket bound already (so that a port in use is
+        said before the address is printed)."""
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.request_exit)
+        web.run_app(
+            self._make_app(),
+            sock=sock,
+            handle_signals=False,
+            loop=loop,
+            print=lambda *_args: None,
+        )
 
     # -- textual-serve's hooks ------------------------------------------------------------
     def initialize_logging(self) -> None:
@@ -89,12 +79,10 @@ class GuardedServer(Server):
         async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
             refusal = self.refusal(request)
             if refusal is not None:
-                logging.getLogger("agentworld.serve").warning(
-                    "refused %s %s: %s", request.method, request.path, refusal
-                )
-                return web.Response(status=403, text=f"agentworld serve: {refusal}\n")
+                return refusal
             response: web.StreamResponse = await handler(request)
-            if not response.prepared and not self._matches(request.cookies.get(self.cookie)):
+            cookie = request.cookies.get(self.cookie, "")
+            if not response.prepared and not self.guard.matches(cookie):
                 response.set_cookie(
                     self.cookie, self.token, httponly=True, samesite="Strict", path="/"
                 )
@@ -125,23 +113,20 @@ class GuardedServer(Server):
             self.sessions -= 1
 
     # -- the checks -----------------------------------------------------------------------
-    def refusal(self, request: web.Request) -> str | None:
-        """Why ``request`` is refused, or None."""
-        host = request.headers.get("Host", "").lower()
-        if host not in self.hosts:
-            return "unknown Host: open the address that `agentworld serve` printed"
-        origin = request.headers.get("Origin")
-        if origin is not None and origin.lower() not in self.origins:
-            return "requests from other web pages are refused"
-        given = request.query.get("token") or request.cookies.get(self.cookie)
-        if not self._matches(given):
-            return "no valid token: open the address with the token that `agentworld serve` printed"
-        return None
-
-    def _matches(self, given: str | None) -> bool:
-        if not given:
-            return False
-        return hmac.compare_digest(given.encode("utf-8"), self.token.encode("utf-8"))
+    def refusal(self, request: web.Request) -> web.Response | None:
+        """The answer to a request the guard refuses, or None."""
+        hosts = request.headers.getall("Host", [])
+        origins = request.headers.getall("Origin", [])
+        offered = [request.query.get("token", ""), request.cookies.get(self.cookie, "")]
+        offered += [t for h in request.headers.getall("Authorization", []) if (t := token_of(h))]
+        refusal = self.guard.refusal(hosts, origins, [t for t in offered if t])
+        if refusal is None:
+            return None
+        self.guard.note(refusal, f"{request.method} {request.path}", hosts, origins)
+        headers = {"WWW-Authenticate": 'Bearer realm="agentworld"'} if refusal.status == 401 else {}
+        return web.Response(
+            status=refusal.status, text=f"agentworld serve: {refusal.message}\n", headers=headers
+        )
 
     async def _refuse_session(self, request: web.Request) -> web.WebSocketResponse:
         """Accept the WebSocket only to say, in the page's terminal, why no app starts."""

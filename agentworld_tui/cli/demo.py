@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,8 +85,6 @@ def register(
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    import tempfile
-
     from agentworld_tui.cli.launch import make_engine, settings_from_args
 
     try:

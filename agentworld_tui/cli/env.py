@@ -2,31 +2,41 @@
 
 Every connection gets an environment of its own on one shared engine; a server's steps run
 concurrently (``--concurrency`` requests at once), a local model's one at a time. Needs the
-``openenv`` extra (openenv-core).
+``openenv`` extra (openenv-core). The shared guard (``agents.guard``) is in front of it:
+127.0.0.1 unless a token is set, and no web page but its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import re
 import sys
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agentworld_tui.cli.episode_flags import add_concurrency, add_max_steps, whole
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 
-DEFAULT_PORT = 8000
-EXTRA_HINT = "pip install 'agentworld-tui[openenv]'"
+if TYPE_CHECKING:
+    import socket
 
+    from agentworld_tui.config import Settings
+    from agentworld_tui.world.domain import Domain, Scenario
+    from agentworld_tui.world.fictional_world import FictionalWorld
 
-def _whole(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
-        return int(text)
-
-    parse.__name__ = "a whole number"
-    return parse
+DEFAULT_PORT = 8766
+"""Beside ``mcp serve``'s 8765; 8000 is llama.cpp's and vLLM's, 30000 SGLang's."""
+TOKEN_ENV = "AGENTWORLD_ENV_TOKEN"
+_TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
+EXTRA_HINT = (
+    "pipx inject agentworld-tui 'openenv-core>=0.3,<0.4' (a pipx install), or "
+    "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
+)
+LIBRARY_LOGS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "openenv")
 
 
 def register(
@@ -44,31 +54,42 @@ def register(
         help="serve a domain as an OpenEnv environment (HTTP and WebSockets)",
         description="Serve one domain as an OpenEnv environment: POST /reset, POST /step, "
         "GET /state, GET /schema and a WebSocket session per connection at /ws. It listens "
-        "on 127.0.0.1 unless --host says otherwise (OpenEnv has no authentication).",
+        f"on 127.0.0.1:{DEFAULT_PORT}; another address needs a token (--token-env), which "
+        "every request must then carry. Clients choose scenarios by name only.",
     )
     serve.add_argument("--domain", default="terminal", help="the domain (default terminal)")
-    serve.add_argument("--scenario", metavar="NAME", help="a scenario of the domain, or a file")
+    serve.add_argument(
+        "--scenario",
+        metavar="NAME|FILE",
+        help="the scenario episodes start from: a scenario of the domain, or a file "
+        "(clients may name another of the domain's in reset)",
+    )
     serve.add_argument("--world", metavar="NAME", help="a fictional world by name, or a .toml")
     add_schedule_flags(serve)
+    add_max_steps(serve, most=100_000, default=None, help="end each episode after N steps")
     serve.add_argument(
-        "--max-steps", type=_whole(1, 100_000), metavar="N", help="end each episode after N steps"
+        "--host", default="127.0.0.1", help="address (default 127.0.0.1; another needs a token)"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     serve.add_argument(
-        "--port", type=_whole(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+        "--port", type=whole(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+    )
+    serve.add_argument(
+        "--token-env",
+        metavar="VAR",
+        default=TOKEN_ENV,
+        help="environment variable holding the token every request must carry "
+        f"(default {TOKEN_ENV}); needed for any address but the loopback",
     )
     serve.add_argument(
         "--max-sessions",
-        type=_whole(1, 100_000),
+        type=whole(1, 100_000),
         default=256,
         metavar="N",
         help="WebSocket sessions at once (default 256)",
     )
-    serve.add_argument(
-        "--concurrency",
-        type=_whole(1, 4096),
+    add_concurrency(
+        serve,
         default=64,
-        metavar="N",
         help="requests in flight on a server at once (default 64; match its parallel slots)",
     )
     serve.add_argument(
@@ -84,6 +105,49 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_env_serve(args: argparse.Namespace) -> int:
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
+    from agentworld_tui.agents.guard import GuardError, ListenError, bind, require_token
+
+    settings = settings_from_args(args)
+    try:  # a bad domain, scenario or world is said before anything starts
+        domain = resolve_domain(args.domain)
+        scenario = resolve_scenario(domain, args.scenario)
+        world = resolve_world(args.world)
+    except EnvError as exc:
+        raise UserError(str(exc)) from None
+    schedule = schedule_from_args(args, domain.name)
+    token = os.environ.get(args.token_env, "")
+    if token and not _TOKEN_TEXT.fullmatch(token):
+        raise UserError(
+            f"${args.token_env} must be 16 to 512 letters, digits or . _ ~ + / = - characters"
+        )
+    try:
+        require_token(args.host, token, f"put one in ${args.token_env}")
+        sock = bind(args.host, args.port)
+    except (GuardError, ListenError) as exc:
+        raise UserError(str(exc)) from None
+    start = ServeStart(domain, scenario, world, schedule, token)
+    try:
+        return _serve(args, settings, start, sock)
+    finally:
+        sock.close()
+
+
+@dataclass(frozen=True)
+class ServeStart:
+    """What the command line settled before the socket was bound."""
+
+    domain: Domain
+    scenario: Scenario
+    world: FictionalWorld | None
+    schedule: object
+    token: str
+
+
+def _serve(
+    args: argparse.Namespace, settings: Settings, start: ServeStart, sock: socket.socket
+) -> int:
     try:
         import uvicorn
 
@@ -92,45 +156,61 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
         raise UserError(
             f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
         ) from None
-    from agentworld_tui.agents.env import EnvError, Environment, load_simulator, open_simulator
+    from agentworld_tui.agents.env import EnvError, load_simulator, open_simulator
+    from agentworld_tui.agents.guard import Guard, GuardedApp, address_of, reachable_hint
 
-    settings = settings_from_args(args)
-    schedule = schedule_from_args(args, args.domain)
     engine = make_engine(settings)
     simulator = open_simulator(
         engine, params=settings.generation_params(), concurrency=args.concurrency
     )
     try:
         config = ServeConfig(
-            domain=args.domain,
+            domain=start.domain.name,
             simulator=simulator,
-            scenario=args.scenario,
-            world=args.world,
-            schedule=schedule,
+            scenario=start.scenario,
+            world=start.world,
+            schedule=start.schedule,
             max_steps=args.max_steps,
             session_dir=Path(args.sessions).expanduser() if args.sessions else None,
             max_sessions=args.max_sessions,
         )
         try:
-            Environment(
-                config.domain,
-                simulator=simulator,
-                scenario=config.scenario,
-                world=config.world,
-                schedule=schedule,
-            ).close()  # a bad domain, scenario or world is said now, not per connection
             load_simulator(simulator)
+            app = make_app(config)
         except EnvError as exc:
             raise UserError(str(exc)) from None
-        app = make_app(config)
-        where = f"http://{args.host}:{args.port}"
+        guard = Guard(args.host, sock.getsockname()[1], start.token)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                GuardedApp(app, guard),
+                log_config=None,
+                access_log=False,
+                timeout_graceful_shutdown=5,
+            )
+        )
+        _route_library_logs()
+        where = f"http://{address_of(sock, args.host)}"
+        hint = reachable_hint(args.host, sock.getsockname()[1])
         print(
-            f"agentworld env serve: {args.domain} as an OpenEnv environment at {where} "
-            "(POST /reset, POST /step, GET /state, WebSocket /ws); Ctrl+C stops it",
+            f"agentworld env serve: {args.domain} as an OpenEnv environment at {where}"
+            f"{f' ({hint})' if hint else ''} (POST /reset, POST /step, GET /state, "
+            "WebSocket /ws); Ctrl+C stops it",
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        server.run(sockets=[sock])
     finally:
         simulator.close()
     return 0
+
+
+def _route_library_logs() -> None:
+    """uvicorn's, FastAPI's and openenv's records (a client that left while it was
+    answered is a traceback there) go to the log file, never to the terminal."""
+    ours = logging.getLogger("agentworld")
+    level = logging.DEBUG if ours.level == logging.DEBUG else logging.WARNING
+    for name in LIBRARY_LOGS:
+        logger = logging.getLogger(name)
+        logger.handlers = list(ours.handlers) or [logging.NullHandler()]
+        logger.propagate = False
+        logger.setLevel(level)

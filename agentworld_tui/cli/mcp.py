@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from agentworld_tui.world.fictional_world import FictionalWorld
 
 DEFAULT_PORT = 8765
+IDLE_SECONDS = 1800.0  # agents/mcp/server.py's defaults, kept here so --help needs no import
+MAX_SESSIONS = 256
 TOKEN_ENV = "AGENTWORLD_MCP_TOKEN"
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
 DOMAIN_NAMES = ("terminal", "swe", "search", "web", "android", "os", "mcp")
@@ -43,6 +47,22 @@ def _port(text: str) -> int:
 def _count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 1024:
         raise argparse.ArgumentTypeError("must be a whole number from 1 to 1024")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 1 to 604800")
+    return value
+
+
+def _sessions(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError("must be a whole number from 1 to 100000")
     return int(text)
 
 
@@ -106,6 +126,21 @@ def register(
         "--port", type=_port, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
     )
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    serve.add_argument(
+        "--session-idle-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        default=IDLE_SECONDS,
+        help="an HTTP session without a request for this long ends and lets go of its "
+        f"session file (default {IDLE_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_sessions,
+        metavar="N",
+        default=MAX_SESSIONS,
+        help=f"open HTTP sessions at most; one more is refused (default {MAX_SESSIONS})",
+    )
     serve.add_argument(
         "--token-env",
         metavar="VAR",
@@ -201,8 +236,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
         ]
     }
     if args.output:
-        import json
-
         from agentworld_tui.world.store import write_atomic
 
         try:
@@ -212,9 +245,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
             )
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-        print(
-            f"agentworld: {len(toolset.declared)} tools written to {args.output}", file=sys.stderr
-        )
+        from agentworld_tui.world.plural import counted
+
+        written = counted(len(toolset.declared), "tool")
+        print(f"agentworld: {written} written to {args.output}", file=sys.stderr)
     else:
         print(safe_json(listing))
     return 0
@@ -230,8 +264,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     toolset = toolset_from_args(args)
     if args.name:
-        from dataclasses import replace
-
         toolset = replace(toolset, server_name=args.name)
     schedule = schedule_from_args(args, toolset.domain.name)
     world = _world(args.world) if args.world else None
@@ -245,7 +277,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     folder = Path(args.sessions).expanduser() if args.sessions else None
     server = AgentServer(
-        simulator, toolset, sessions=SessionFolder(folder), schedule=schedule, world=world
+        simulator,
+        toolset,
+        sessions=SessionFolder(folder),
+        schedule=schedule,
+        world=world,
+        idle_seconds=args.session_idle_timeout,
+        max_sessions=args.max_sessions,
     )
     try:
         return asyncio.run(_serve(server, simulator, args, sock, token))
@@ -271,23 +309,22 @@ def _world(wanted: str) -> FictionalWorld:
 
 
 def _token(args: argparse.Namespace) -> str:
-    from agentworld_tui.agents.mcp.http import is_loopback
+    from agentworld_tui.agents.guard import GuardError, require_token
 
     token = os.environ.get(args.token_env, "")
     if token and not _TOKEN_TEXT.fullmatch(token):
         raise UserError(
             f"${args.token_env} must be 16 to 512 letters, digits or . _ ~ + / = - characters"
         )
-    if not token and not is_loopback(args.host):
-        raise UserError(
-            f"listening on {args.host} needs a bearer token: put one in ${args.token_env} "
-            "(clients send it as Authorization: Bearer ...), or listen on 127.0.0.1"
-        )
+    try:
+        require_token(args.host, token, f"put one in ${args.token_env}")
+    except GuardError as exc:
+        raise UserError(str(exc)) from None
     return token
 
 
 def _listen(args: argparse.Namespace) -> socket.socket:
-    from agentworld_tui.agents.mcp.http import ListenError, bind
+    from agentworld_tui.agents.guard import ListenError, bind
 
     _token(args)  # refused before the port is taken
     try:
@@ -303,6 +340,7 @@ async def _serve(
     sock: socket.socket | None,
     token: str,
 ) -> int:
+    from agentworld_tui.agents.mcp.server import LEAVE_SECONDS
     from agentworld_tui.world.plural import counted
 
     loop = asyncio.get_running_loop()
@@ -319,8 +357,12 @@ async def _serve(
     toolset = server.toolset
     what = f"{counted(len(toolset.declared), 'tool')} ({toolset.source})"
     if sock is not None:
+        from agentworld_tui.agents.guard import reachable_hint
+
         url = await server.start(args.host, sock=sock, token=token, path=args.path)
-        print(f"agentworld: serving {what} at {url} (Ctrl+C stops)", file=sys.stderr, flush=True)
+        hint = reachable_hint(args.host, sock.getsockname()[1], args.path)
+        where = f"{url} ({hint})" if hint else url
+        print(f"agentworld: serving {what} at {where} (Ctrl+C stops)", file=sys.stderr, flush=True)
         serving: asyncio.Future[Any] = loop.create_future()
     else:
         print(f"agentworld: serving {what} over stdio", file=sys.stderr, flush=True)
@@ -336,17 +378,17 @@ async def _serve(
         print(f"agentworld: the MCP server stopped: {serving.exception()}", file=sys.stderr)
         code = 1
     stopped.cancel()
-    await server.stop()  # every call in flight is recorded and every session saved
-    if sock is None and not serving.done():
+    await server.stop(LEAVE_SECONDS)  # every call in flight is recorded, every session saved
+    if sock is None:
         _leave_stdio(code)
     return code
 
 
 def _leave_stdio(code: int) -> None:
-    """End the process while a client still holds its stdin open (Ctrl+C, a model that
-    would not load). The SDK's stdio transport reads stdin on a worker thread that no
-    cancellation reaches until a line or the end comes, so waiting for it could take
-    forever; everything worth keeping is saved by now."""
+    """End the process at once: the SDK's stdio transport reads stdin on a worker thread
+    that no cancellation reaches until a line or the end comes, and the engine's thread
+    may be loading a model for minutes; a client that left kills its server moments
+    later. Everything worth keeping is saved by now."""
     sys.stderr.flush()
     os._exit(code)
 

@@ -17,12 +17,17 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agentworld_tui.cli.launch import UserError
 from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentworld_tui.config import Settings
+    from agentworld_tui.engines.probe import ProbeOutcome
     from agentworld_tui.models.catalog import Catalog, CatalogEntry
     from agentworld_tui.models.download import PullProgress
     from agentworld_tui.models.fit import FitVerdict
@@ -329,9 +334,36 @@ def cmd_pull(args: argparse.Namespace) -> int:
             return 130
         bar.close()
     if args.use:
+        _check_it_runs(path)
         _use_model(str(path))
     _out(str(path))
     return 0
+
+
+def _trial(
+    path: Path, settings: Settings, *, again: bool, name: str = ""
+) -> tuple[ProbeOutcome, str]:
+    """Try the model's first decode in a separate process, as the engine does before it
+    loads one (``again``: even when it passed before); the outcome and, for a crash, the
+    message with the fix for this machine (naming the model ``name``, else its file)."""
+    from agentworld_tui.config import cache_dir
+    from agentworld_tui.engines.llama import crash_error, placement
+    from agentworld_tui.engines.probe import CrashProbe, Trial
+
+    gpu_layers, threads = placement(settings.model.gpu_layers, settings.model.threads)
+    trial = Trial(path, threads, gpu_layers)
+    probe = CrashProbe(cache_dir())
+    outcome = probe.run(trial) if again else probe.check(trial)
+    return outcome, str(crash_error(path, outcome, name)) if outcome.crashed else ""
+
+
+def _check_it_runs(path: Path) -> None:
+    """Refuse to make a model the model when llama.cpp crashes on it: every start would."""
+    from agentworld_tui.config import load_settings
+
+    _outcome, crashed = _trial(path, load_settings().settings, again=False)
+    if crashed:
+        raise _refuse(f"{path} is downloaded but not saved as the model: {crashed}")
 
 
 def _warn_if_too_big(entry: CatalogEntry, catalog: Catalog) -> None:
@@ -400,9 +432,58 @@ def _engine_line(settings: Any) -> str:
     return f"xllamacpp {version}, {slots} slots (turns at once)"
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _amx_line(build: LlamaBuild | None) -> str:
+    """What doctor says of AMX: the CPU reports it, and whether this build uses it."""
+    from agentworld_tui.engines.native_build import amx_flags, build_uses_amx
 
+    flags = amx_flags()
+    if not flags:
+        return ""
+    text = f"reports AMX ({', '.join(flags)})"
+    if build is not None and build_uses_amx(build.system_info):
+        return text + "; this llama.cpp build uses it, which crashes on some machines (build trial)"
+    return text + "; this llama.cpp build does not use it"
+
+
+def _build_trial(settings: Settings, out: list[tuple[str, str]]) -> None:
+    """Try the build itself on a small quantized model, so that a crash is found before any
+    model is configured (the exit status is the configured model's to give)."""
+    from agentworld_tui.config import cache_dir
+    from agentworld_tui.engines.trial_model import trial_model
+
+    try:
+        path = trial_model(cache_dir() / "llama-probe")
+    except Exception as exc:  # an old gguf package, a cache folder that cannot be written
+        out.append(("build trial", f"not run: cannot write its test model ({exc})"))
+        return
+    outcome, crashed = _trial(path, settings, again=True, name="a small Q8_0 model")
+    if outcome.ok:
+        out.append(
+            ("build trial", "runs quantized models (a small Q8_0 model, in a separate process)")
+        )
+        return
+    if crashed:
+        out.append(("build trial", crashed))
+        return
+    out.append(("build trial", f"no verdict: {outcome.error}"))
+
+
+def _doctor_trial(path: Path, settings: Settings, out: list[tuple[str, str]]) -> int:
+    """Run the model's trial now and say how it went; 1 when it did not run."""
+    outcome, crashed = _trial(path, settings, again=True)
+    if outcome.ok:
+        out.append(
+            ("trial", f"runs: loaded and decoded in a separate process ({outcome.seconds:.1f} s)")
+        )
+        return 0
+    if crashed:
+        out.append(("trial", crashed))
+        return 1
+    out.append(("trial", f"did not run in a separate process: {outcome.error}"))
+    return 1
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
     from agentworld_tui.cli.launch import settings_from_args
     from agentworld_tui.config import log_path, settings_path
     from agentworld_tui.models.cache import hub_cache_dir
@@ -435,6 +516,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.append(("GPU", "Apple Silicon: the GPU shares the RAM (Metal)"))
     else:
         out.append(("GPU", "none visible (no nvidia-smi, or it reports no GPU)"))
+    amx = _amx_line(build)
+    if amx:
+        out.append(("CPU", amx))
+    if build is not None:
+        _build_trial(settings, out)
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
     out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))
@@ -466,6 +552,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.append(("fit", verdict.summary()))
             for note in (*verdict.notes, *verdict.estimate.assumptions):
                 out.append(("", note))
+            if build is not None:
+                status = max(status, _doctor_trial(path, settings, out))
     best = recommend(catalog, machine, gpu_offload=offload)
     out.append(
         (

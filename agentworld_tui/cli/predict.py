@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+
+if TYPE_CHECKING:
+    from agentworld_tui.world.domain import Scenario
 
 
 def register(
@@ -86,6 +90,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
             engine.keep_state(state_path(Path(args.session)))
     for problem in problems:
         print(f"agentworld: {problem}", file=sys.stderr)
+    if _checks_against_no_tools(domain, scenario):
+        print(
+            "agentworld: no tool list is in use, so the call is checked against no tool: "
+            "give one with --state (a tools/list .json or a scenario .toml)",
+            file=sys.stderr,
+        )
     simulator = Simulator(engine, settings.generation_params())  # one turn: no concurrency
     try:
         error = simulator.load_and_wait()
@@ -136,3 +146,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         # The prediction is printed above all the same: a failed save must not lose it.
         print(f"agentworld: the turn was not saved: {run.save_error}", file=sys.stderr)
     return 1 if failed or run.save_error else 0
+
+
+def _checks_against_no_tools(domain: object, scenario: Scenario) -> bool:
+    """A tool-call domain whose scenario lists no tools (MCP without a tool list)."""
+    tools = getattr(domain, "tools", None)
+    return callable(tools) and tools(scenario) is None

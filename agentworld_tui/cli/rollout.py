@@ -1,34 +1,33 @@
 """``agentworld rollout TASKS``: a policy model acting in simulated environments.
 
     agentworld rollout tasks.jsonl --policy-server URL [--policy-model NAME]
+                       [--policy-tool-choice auto|required|none|TOOL]
                        (--server URL | --model PATH.gguf) [--episodes N] [--max-steps N]
                        [--parallel N] [--out DIR] [--judge | --judge-server URL ...]
 
 The world model is given with the usual model flags; the policy is any OpenAI-compatible
 endpoint with tool calling. Each episode is appended to DIR/episodes.jsonl when it ends
 and is a session file in DIR/sessions/ (``agentworld --session FILE`` opens it); running
-the same command again plays only what is not finished yet.
+the same command again plays only what is not finished yet. Every tool call is told on
+standard error as it ends, and every episode when it ends.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.cli.episode_flags import (
+    MAX_CONCURRENCY,
+    add_concurrency,
+    add_max_steps,
+    whole,
+)
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
-
-
-def _whole(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.isdigit() or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}")
-        return int(text)
-
-    parse.__name__ = "a whole number"
-    return parse
 
 
 def _temperature(text: str) -> float:
@@ -63,31 +62,35 @@ def register(
     )
     policy.add_argument("--policy-api-key-env", metavar="VAR", help="variable holding its API key")
     policy.add_argument("--policy-temperature", type=_temperature, metavar="T")
-    policy.add_argument("--policy-max-tokens", type=_whole(1, 1 << 20), metavar="N")
+    policy.add_argument("--policy-max-tokens", type=whole(1, 1 << 20), metavar="N")
+    policy.add_argument(
+        "--policy-tool-choice",
+        type=_tool_choice,
+        metavar="CHOICE",
+        help="the request's tool_choice: auto, required, none, or a tool's name to call "
+        "that tool at every step (default: not sent; some servers then ignore the tools)",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--out", metavar="DIR", help="the run's folder (default rollouts/<tasks>)")
     run.add_argument(
-        "--episodes", type=_whole(1, 100_000), default=1, metavar="N", help="per task (default 1)"
+        "--episodes", type=whole(1, 100_000), default=1, metavar="N", help="per task (default 1)"
     )
-    run.add_argument(
-        "--max-steps",
-        type=_whole(1, 10_000),
+    add_max_steps(
+        run,
+        most=10_000,
         default=20,
-        metavar="N",
-        help="tool calls per episode (default 20)",
+        help="tool calls per episode, refused ones included (default 20; a task's own "
+        "max_steps wins)",
     )
     run.add_argument(
         "--parallel",
-        type=_whole(1, 4096),
+        type=whole(1, MAX_CONCURRENCY),
         default=8,
         metavar="N",
         help="episodes at once (default 8)",
     )
-    run.add_argument(
-        "--concurrency",
-        type=_whole(1, 4096),
-        metavar="N",
-        help="world-model requests in flight on a server (default: --parallel)",
+    add_concurrency(
+        run, default=None, help="world-model requests in flight on a server (default: --parallel)"
     )
     judge = parser.add_argument_group("judging each step (optional)")
     judge.add_argument("--judge", action="store_true", help="the world model judges its own steps")
@@ -114,7 +117,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     except TasksError as exc:
         raise UserError(str(exc)) from None
     for problem in found.problems:
-        _say(f"{problem} (left out; the other tasks run)")
+        _say(f"{_bounded(problem)} (left out; the other tasks run)")
     if not found.tasks:
         raise UserError(f"{path}: no task to run")
     settings = settings_from_args(args)
@@ -132,6 +135,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             api_key_env=args.policy_api_key_env or "",
             temperature=args.policy_temperature,
             max_tokens=args.policy_max_tokens,
+            tool_choice=args.policy_tool_choice or "",
         ),
         RolloutSettings(
             out=out,
@@ -143,10 +147,18 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             judge_steps=bool(args.judge or judge_engine is not None),
         ),
         on_episode=_said,
+        on_step=_step_teller(),
     )
     wanted = len(rollout.episodes())
     _say(f"{len(found.tasks)} tasks, {wanted} episodes; the run is in {out}")
-    import asyncio
+    own = [t for t in found.tasks if t.max_steps is not None and t.max_steps != args.max_steps]
+    if own:
+        named = ", ".join(f"{_key(t.key, 40)}: {t.max_steps}" for t in own[:3])
+        more = f" and {len(own) - 3} more" if len(own) > 3 else ""
+        _say(
+            f"{len(own)} task{'s' if len(own) != 1 else ''} set their own max_steps, which "
+            f"wins over --max-steps {args.max_steps} ({named}{more})"
+        )
 
     try:
         summary = asyncio.run(rollout.run())
@@ -161,6 +173,18 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             judge_engine.unload()
     for line in summary.lines():
         print(line)
+    for warning in summary.warnings():
+        _say(f"warning: {warning}")
+    if args.policy_tool_choice == "required" and summary.ends.get("policy_error"):
+        from agentworld_tui.agents.env.rollout import offered_tools
+
+        names = sorted({name for task in found.tasks for name in offered_tools(task)})
+        _say(
+            "warning: the policy server failed with tool_choice 'required'; some servers "
+            "cannot take it (llama-cpp-python's answers HTTP 500): name a tool instead, "
+            f"--policy-tool-choice {_bounded(names[0], 60) if names else 'TOOL'}"
+            + (f" (the tools: {_bounded(', '.join(names), 200)})" if len(names) > 1 else "")
+        )
     return 0 if summary.finished == summary.episodes else 1
 
 
@@ -184,12 +208,67 @@ def _judge_engine(args: argparse.Namespace) -> Any:
         raise UserError(f"the judge: {exc}") from None
 
 
+def _tool_choice(text: str) -> str:
+    if not text or len(text) > 128 or not text.isprintable():
+        raise argparse.ArgumentTypeError("give auto, required, none or a tool's name")
+    return text
+
+
 def _said(record: dict[str, Any]) -> None:
-    steps = sum(1 for s in record.get("steps", []) if not s.get("refused"))
+    calls = record.get("steps", [])
+    refused = sum(1 for s in calls if s.get("refused"))
     end = record.get("ended", "")
-    detail = str(record.get("detail", ""))
+    detail = " ".join(str(record.get("detail", "")).split())
     why = f": {detail[:160]}" if detail and not record.get("finished") else ""
-    _say(f"{record.get('key')}: {end} after {steps} steps{why}")
+    if refused and refused == len(calls):
+        taken = f"{len(calls)} tool calls, all refused (the environment took none)"
+    elif refused:
+        taken = f"{len(calls) - refused} steps ({refused} more calls refused)"
+    else:
+        taken = f"{len(calls)} steps"
+    _say(f"{_key(str(record.get('key')))}: {end} after {taken}{why}")
+
+
+def _step_teller() -> Callable[[dict[str, Any]], None]:
+    """One line per tool call as it ends, so a long run is never silent; each hint once."""
+    hinted: set[str] = set()
+
+    def tell(step: dict[str, Any]) -> None:
+        _stepped(step, hinted)
+
+    return tell
+
+
+def _stepped(step: dict[str, Any], hinted: set[str]) -> None:
+    head = f"{_key(str(step.get('key')))} step {step.get('step')}: "
+    head += _key(str(step.get("tool", "")), 40)
+    if step.get("refused"):
+        _say(f"{head}: refused: {_bounded(str(step['refused']), 160)}")
+        return
+    cost = step.get("cost") or {}
+    line = (
+        f"{head}: {step.get('status')} ({cost.get('generated_tokens', 0)} tokens, "
+        f"{float(cost.get('seconds', 0.0)):.1f} s)"
+    )
+    if step.get("note"):
+        line += f": {_bounded(str(step['note']), 160)}"
+    _say(line)
+    hint = str(step.get("hint", ""))
+    if hint and hint not in hinted:
+        hinted.add(hint)
+        _say(f"hint: {hint}")
+
+
+def _key(key: str, limit: int = 80) -> str:
+    from agentworld_tui.agents.env.rollout import shown_key
+
+    return shown_key(key, limit)
+
+
+def _bounded(text: str, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters (files and ids can be anything)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _say(text: str) -> None:

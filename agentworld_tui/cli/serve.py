@@ -9,7 +9,6 @@ laptop holds. The printed address carries a token that every request needs; see
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import re
 import secrets
@@ -18,8 +17,8 @@ import sys
 
 from agentworld_tui.cli.launch import UserError
 
-DEFAULT_PORT = 8000
-LOOPBACK_NAMES = ("localhost",)
+DEFAULT_PORT = 8767
+"""Beside ``mcp serve``'s 8765 and ``env serve``'s 8766; 8000 is llama.cpp's and vLLM's."""
 TOKEN_ENV = "AGENTWORLD_SERVE_TOKEN"
 MAX_SESSIONS = 64
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~-]{16,256}")
@@ -102,47 +101,49 @@ def app_command(args: argparse.Namespace, engine: argparse.ArgumentParser) -> st
     return shlex.join([sys.executable, "-m", "agentworld_tui", *forwarded_flags(args, engine)])
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from agentworld_tui.cli.browser_server import GuardedServer, host_part
+        from agentworld_tui.cli.browser_server import GuardedServer
     except ImportError:
         raise UserError(
             "serving needs textual-serve, which is missing from this install: "
             "pipx inject agentworld-tui textual-serve (or pip install textual-serve)"
         ) from None
+    from agentworld_tui.agents.guard import (
+        ListenError,
+        address_of,
+        bind,
+        is_loopback,
+        reachable_hint,
+    )
     from agentworld_tui.cli.launch import settings_from_args
 
     token = serve_token()
     settings_from_args(args)  # the settings file's problems are reported, the log is set up
     command = app_command(args, args.engine_parser)
+    try:
+        sock = bind(args.host, args.port)
+    except ListenError as exc:
+        raise UserError(str(exc)) from None
+    port = sock.getsockname()[1]
+    server = GuardedServer(
+        command, host=args.host, port=port, token=token, max_sessions=args.max_sessions
+    )
     if not is_loopback(args.host):
         print(
             f"agentworld: listening on {args.host}: anyone who can reach it and has the "
             "token can use the model",
             file=sys.stderr,
         )
-    server = GuardedServer(
-        command, host=args.host, port=args.port, token=token, max_sessions=args.max_sessions
-    )
-    shown = "localhost" if args.host in ("0.0.0.0", "::", "") else host_part(args.host)
+    hint = reachable_hint(args.host, port, f"/?token={token}")
     print(
-        f"agentworld: open http://{shown}:{args.port}/?token={token} in a browser (Ctrl+C stops)",
+        f"agentworld: open http://{address_of(sock, args.host)}/?token={token} in a browser"
+        f"{f' ({hint})' if hint else ''} (Ctrl+C stops)",
         file=sys.stderr,
         flush=True,
     )
     try:
-        server.serve()
-    except OSError as exc:
-        raise UserError(
-            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
-        ) from None
+        server.serve_on(sock)
+    finally:
+        sock.close()
     return 0

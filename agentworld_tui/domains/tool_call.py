@@ -14,7 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, schema_problems, value_problem
+from agentworld_tui.domains.json_schema import (
+    MAX_DEPTH,
+    CheckTimeout,
+    read_json,
+    schema_problems,
+    value_problem,
+)
 from agentworld_tui.domains.turn import unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
@@ -31,14 +37,19 @@ class Tool:
     name: str
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema of the tool's structured result, where it declares one."""
 
     def to_dict(self) -> dict[str, Any]:
         """The MCP spelling, as the system prompt shows it and scenarios store it."""
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
         }
+        if self.output_schema is not None:
+            data["outputSchema"] = self.output_schema
+        return data
 
     @property
     def parameters(self) -> list[str]:
@@ -94,7 +105,10 @@ def tool_from_dict(data: Any, where: str = "tool") -> Tool:
     if not isinstance(schema, dict):
         raise ToolListError(f"tool {name!r}: its input schema must be an object")
     description = data.get("description") or ""
-    return Tool(name.strip(), str(description), schema)
+    output = data.get("outputSchema", data.get("output_schema"))
+    if output is not None and not isinstance(output, dict):
+        raise ToolListError(f"tool {name!r}: its output schema must be an object")
+    return Tool(name.strip(), str(description), schema, output)
 
 
 def tools_from_data(data: Any) -> list[Tool]:
@@ -302,7 +316,7 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
     if tool is None:
         available = ", ".join(by_name) or "none"
         raise ActionError(
-            f"unknown tool {call['name']!r}; available tools: {available}", field="name"
+            f"unknown tool {shown_name(call['name'])}; available tools: {available}", field="name"
         )
     try:
         problems = schema_problems(call["arguments"], tool.input_schema)
@@ -310,10 +324,27 @@ def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
         raise ActionError(
             f"{tool.name}: the arguments are nested too deeply to check", field="arguments"
         ) from None
+    except CheckTimeout as exc:
+        raise ActionError(too_costly(tool.name, exc.seconds), field="arguments") from None
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ActionError(f"{tool.name}: {first}{more}", field=first.path)
+
+
+def too_costly(tool: str, seconds: float) -> str:
+    """Why a call was refused whose arguments could not be checked in time."""
+    return (
+        f"{tool}: the arguments could not be checked within {seconds:g} s (a pattern or a "
+        "uniqueness rule of its schema costs too much for them)"
+    )
+
+
+def shown_name(name: str, limit: int = 80, *, quoted: bool = True) -> str:
+    """A tool name as a message gives it: cut, since an unknown one may be any size."""
+    cut = name if len(name) <= limit else name[: limit - 1] + "…"
+    shown = repr(cut) if quoted else cut
+    return shown + (f" ({len(name):,} characters)" if len(name) > limit else "")
 
 
 def call_label(call: dict[str, Any], width: int = 60) -> str:

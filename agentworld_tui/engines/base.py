@@ -10,18 +10,55 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Literal, NamedTuple, Protocol
 
 Message = dict[str, str]
 StopReason = Literal["eos", "max_tokens", "cancelled", "error"]
 
 
+class ErrorKind(StrEnum):
+    """What kind of failure ended a generation or a load.
+
+    Whoever decides what to do next (ask again, tell the user to change a setting) reads
+    the kind; the message beside it is for people and may be reworded at any time.
+    """
+
+    TRANSIENT = "transient"
+    """The server could not be reached, was busy (429, 5xx) or cut the answer short:
+    the same request may well succeed if asked again."""
+    TIMEOUT = "timeout"
+    """The server sent nothing for longer than the timeout."""
+    REFUSED = "refused"
+    """The server refused this request as it was sent (a 4xx not named below)."""
+    CONTEXT_TOO_LONG = "context_too_long"
+    """The prompt does not fit the context: a larger context or a shorter prompt helps,
+    asking again does not."""
+    AUTH = "auth"
+    """A key is missing or was rejected, or access is forbidden."""
+    NOT_FOUND = "not_found"
+    """No such model, or no OpenAI-compatible API, at that address."""
+    BAD_REPLY = "bad_reply"
+    """The server's reply broke the protocol or the bounds set on it."""
+    CRASHED = "crashed"
+    """llama.cpp crashed natively (in a probe process; the app lives on)."""
+    FAILED = "failed"
+    """Anything else."""
+
+
 class EngineError(RuntimeError):
     """A failure the user can act on; the message says what happened and what to try."""
+
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.FAILED) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ContextOverflowError(EngineError):
     """The prompt alone does not leave room to generate."""
+
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.CONTEXT_TOO_LONG) -> None:
+        super().__init__(message, kind)
 
 
 @dataclass(frozen=True)
@@ -108,6 +145,11 @@ class Finished(NamedTuple):
     notice: str = ""
     """What the engine changed in how it asked (a server that refused some parameters),
     for the turn's note."""
+    content: str | None = None
+    """The answer alone, as a server with a reasoning parser sent it in its ``content``
+    field (what the official evaluator scores); None when the text came whole (``raw``)."""
+    error_kind: ErrorKind | None = None
+    """What kind of failure ``error`` describes (None when there is no error)."""
 
 
 EngineEvent = ReasoningDelta | AnswerDelta | PromptProgress | PromptBuilt | Finished

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from pathlib import Path
 
 from agentworld_tui.engines.base import Engine, EngineError
 
@@ -30,6 +32,9 @@ class EngineSpec:
     "xllamacpp" (llama.cpp's server engine, ``slots`` conversations at once)."""
     slots: int = 0
     """xllamacpp's parallel slots (0: its default)."""
+    probe_cache: str = ""
+    """Where a local model's passed crash trials are remembered (``engines.probe``);
+    "" remembers them in this process only."""
 
     @property
     def given(self) -> bool:
@@ -54,8 +59,6 @@ def make_engine(spec: EngineSpec) -> Engine:
     if problem:
         raise EngineError(problem)
     if spec.server:
-        import inspect
-
         from agentworld_tui.engines.remote import RemoteEngine
 
         extra: dict[str, float] = {}
@@ -79,7 +82,12 @@ def make_engine(spec: EngineSpec) -> Engine:
             slots=spec.slots,
         )
     from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
+    from agentworld_tui.engines.probe import CrashProbe
 
     return LlamaEngine(
-        spec.model_path, n_ctx=spec.n_ctx, gpu_layers=spec.gpu_layers, threads=spec.threads
+        spec.model_path,
+        n_ctx=spec.n_ctx,
+        gpu_layers=spec.gpu_layers,
+        threads=spec.threads,
+        probe=CrashProbe(Path(spec.probe_cache) if spec.probe_cache else None),
     )

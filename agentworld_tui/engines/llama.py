@@ -50,6 +50,7 @@ from agentworld_tui.engines.base import (
     EngineError,
     EngineEvent,
     EngineInfo,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -60,6 +61,7 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
+from agentworld_tui.engines.probe import CrashProbe, ProbeOutcome, Trial, crash_message
 from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, StateFile, state_key
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
@@ -120,7 +122,7 @@ class _UnusedChatFormatter:
 
 
 @contextlib.contextmanager
-def _templates_left_uncompiled() -> Iterator[None]:
+def templates_left_uncompiled() -> Iterator[None]:
     import llama_cpp.llama_chat_format as chat_format
 
     # tests/test_template_bounds.py fails if llama-cpp-python stops looking it up here.
@@ -134,6 +136,54 @@ def _templates_left_uncompiled() -> Iterator[None]:
 
 
 _LOADING = threading.Lock()
+
+
+def llama_arguments(
+    model_path: Path, *, n_ctx: int, gpu_layers: int, threads: int, n_batch: int
+) -> dict[str, Any]:
+    """``llama_cpp.Llama``'s arguments, the same for the engine and its trial (``probe``).
+
+    verbose=True because verbose=False points the process's stdout and stderr at
+    /dev/null while loading, which would blank the running app's own screen; the native
+    log goes to the log file instead, and Python-side prints are caught by the caller.
+    """
+    return {
+        "model_path": str(model_path),
+        "n_ctx": n_ctx,
+        "n_gpu_layers": gpu_layers,
+        "n_threads": threads,
+        "n_threads_batch": threads,
+        "n_batch": n_batch,
+        "use_mmap": True,
+        "verbose": True,
+    }
+
+
+def placement(gpu_layers: int, threads: int) -> tuple[int, int]:
+    """The GPU layers and threads llama.cpp is given for these settings (-1 and 0: as many
+    as this build and machine have)."""
+    import llama_cpp
+
+    from agentworld_tui.engines.threads import physical_cores
+
+    if gpu_layers < 0:
+        gpu_layers = -1 if llama_cpp.llama_supports_gpu_offload() else 0
+    return gpu_layers, threads or physical_cores()
+
+
+def system_info() -> str:
+    """llama.cpp's line about what this build uses (CPU features, backends)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+
+
+def crash_error(model_path: Path, outcome: ProbeOutcome, name: str = "") -> EngineError:
+    """The error of a model whose trial crashed, with the fix for this machine (``name``
+    says which model, else its file's name)."""
+    message = crash_message(name or model_path.name, outcome, system_info())
+    return EngineError(message, ErrorKind.CRASHED)
 
 
 def check_gguf(path: Path) -> None:
@@ -282,12 +332,15 @@ class LlamaEngine:
         threads: int = 0,
         state_budget_bytes: int = 2 << 30,
         n_batch: int = 512,
+        probe: CrashProbe | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser()
         self.requested_ctx = n_ctx
         self.requested_gpu_layers = gpu_layers
         self.threads = threads
         self.n_batch = n_batch
+        self.probe = probe if probe is not None else CrashProbe()
+        """Tries a model in a child process before it is loaded here."""
         self.states = StateStore(state_budget_bytes)
         self._llm: Any = None
         self._template: ChatTemplate | None = None
@@ -339,32 +392,23 @@ class LlamaEngine:
         import llama_cpp
 
         route_native_logs()
-        from agentworld_tui.engines.threads import physical_cores
-
         offload = llama_cpp.llama_supports_gpu_offload()
-        gpu_layers = self.requested_gpu_layers
-        if gpu_layers < 0:
-            gpu_layers = -1 if offload else 0
-        threads = self.threads or physical_cores()
+        gpu_layers, threads = placement(self.requested_gpu_layers, self.threads)
         n_ctx = self.requested_ctx or min(
             DEFAULT_N_CTX, trained_context(self.model_path) or DEFAULT_N_CTX
         )
+        self._try_first(gpu_layers, threads, say)
         say(f"loading {self.model_path.name}")
-        # verbose=True because verbose=False points the process's stdout and stderr at
-        # /dev/null while loading, which would blank the running app's own screen; the
-        # native log goes to the log file instead, and Python-side prints are caught here.
+        arguments = llama_arguments(
+            self.model_path,
+            n_ctx=n_ctx,
+            gpu_layers=gpu_layers,
+            threads=threads,
+            n_batch=self.n_batch,
+        )
         try:
-            with contextlib.redirect_stderr(_StderrToLog()), _templates_left_uncompiled():
-                llm = llama_cpp.Llama(
-                    model_path=str(self.model_path),
-                    n_ctx=n_ctx,
-                    n_gpu_layers=gpu_layers,
-                    n_threads=threads,
-                    n_threads_batch=threads,
-                    n_batch=self.n_batch,
-                    use_mmap=True,
-                    verbose=True,
-                )
+            with contextlib.redirect_stderr(_StderrToLog()), templates_left_uncompiled():
+                llm = llama_cpp.Llama(**arguments)
         except (ValueError, RuntimeError, OSError) as exc:
             raise EngineError(self._load_failure(str(exc), n_ctx)) from exc
         self._n_layer = int(llama_cpp.llama_model_n_layer(llm.model))
@@ -391,6 +435,20 @@ class LlamaEngine:
             self._hybrid,
         )
         say("ready")
+
+    def _try_first(self, gpu_layers: int, threads: int, say: ProgressCallback) -> None:
+        """Run the model's first decode in a child process (``probe``) unless it passed
+        before; raises EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
+        trial = Trial(self.model_path, threads, gpu_layers, self.n_batch)
+        try:
+            key = trial.key()
+        except OSError as exc:
+            raise EngineError(f"cannot read the model file {self.model_path}: {exc}") from exc
+        if not self.probe.known(key):
+            say(f"trying {self.model_path.name} in a separate process")
+        outcome = self.probe.check(trial, key)
+        if outcome.crashed:
+            raise crash_error(self.model_path, outcome)
 
     def _load_failure(self, detail: str, n_ctx: int) -> str:
         text = f"could not load {self.model_path.name}: {detail}"
@@ -530,8 +588,9 @@ class LlamaEngine:
         for stop_at in sorted(saves | {len(tokens)}):
             while llm.n_tokens < stop_at:
                 if control.cancelled:
+                    read = int(llm.n_tokens) - start
                     yield self._finished(
-                        "", "", False, len(tokens), 0, 0, started, None, "cancelled"
+                        "", "", False, len(tokens), read, 0, started, None, "cancelled"
                     )
                     return
                 chunk = tokens[llm.n_tokens : min(stop_at, llm.n_tokens + self.n_batch)]
@@ -774,7 +833,7 @@ class LlamaEngine:
         assert self._state_path is not None
         path, max_bytes = self._state_path
         if self._state_file is None:
-            build = f"llama-cpp-python {llama_cpp.__version__}; {_system_info()}"
+            build = f"llama-cpp-python {llama_cpp.__version__}; {system_info()}"
             try:
                 key = state_key(build, self.model_path)
             except OSError as exc:
@@ -834,13 +893,6 @@ class LlamaEngine:
         llm.input_ids[:n] = checkpoint.tokens[:n]
         llm.n_tokens = n
         return n
-
-
-def _system_info() -> str:
-    import llama_cpp
-
-    info = llama_cpp.llama_print_system_info()
-    return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
 
 
 def _rate(generated: int, first_token_at: float | None) -> float:

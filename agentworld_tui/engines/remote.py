@@ -8,7 +8,9 @@ where it is silent:
   server runs a reasoning parser, otherwise inline, closed by ``</think>``; a parser may
   send the field empty (the model thought nothing), and the content is then the answer;
 - the context size comes from ``max_model_len`` in ``/v1/models`` (vLLM, SGLang), or
-  llama.cpp's ``/props``, else from the setting (``--ctx``), else 32768;
+  llama.cpp's ``/props``, or the first refusal of a prompt too long for it
+  (llama-cpp-python's server says it nowhere else), else from the setting (``--ctx``),
+  else 32768 is assumed for fitting the history (a turn's stats then say 0, unknown);
 - token counts come from the usage the server reports (llama.cpp's server, vLLM and
   SGLang send it in the last chunk), else they are estimated from the streamed text with
   the same characters-per-token ratio as ``count_tokens``;
@@ -27,6 +29,9 @@ Besides the OpenAI API's own parameters the engine sends ``top_k`` and
 some hosted APIs refuse. A request refused with 400 or 422 for them (or for ``seed``,
 ``top_p`` or ``stream_options`` when the refusal names one) is sent again without them,
 and they stay left out for the engine's life: ``dropped_params`` says which.
+
+Failures are described in ``server_errors``, each with its kind (``ErrorKind``), which
+is what callers decide on.
 
 A remote server cannot be made to stop reasoning and answer mid-stream (that needs
 tokens injected into its sequence), so ``supports_answer_now`` is False and answer-now
@@ -52,7 +57,6 @@ import logging
 import math
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -65,6 +69,7 @@ from agentworld_tui.engines.base import (
     EngineError,
     EngineEvent,
     EngineInfo,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -74,7 +79,18 @@ from agentworld_tui.engines.base import (
     ReasoningDelta,
     StopReason,
 )
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.engines.server_errors import (
+    STREAMING,
+    Asked,
+    ContextRefusal,
+    context_advice,
+    context_refusal,
+    describe,
+    safe_line,
+    server_kind,
+    silent,
+)
+from agentworld_tui.engines.server_errors import shown_model as _shown_model
 from agentworld_tui.world.splitter import ObservationSplitter
 
 if TYPE_CHECKING:
@@ -93,7 +109,6 @@ PROMPT_MARGIN = 1.15
 CONNECT_TIMEOUT_S = 10.0
 POLL_S = 0.05
 """How often the cancel requests and the silence of the streams are looked at."""
-STREAMING = "streaming the answer"
 LONGEST_TOKEN_CHARS = 256
 """More characters than any token of a real vocabulary holds."""
 BLANK_CHUNK_SLACK = 16
@@ -131,49 +146,6 @@ def display_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def safe_line(text: object, limit: int = 240) -> str:
-    """Text a server sent, made fit to show: one line, no escapes or controls, bounded.
-
-    Error bodies, error events and model ids reach the screen, stderr and the log; a
-    hostile server could otherwise set the window title or write the clipboard there.
-    """
-    raw = str(text)[: 4 * limit + 8192]  # sanitize bounds an unterminated sequence
-    line = " ".join(sanitize(raw).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _server_message(exc: openai.APIError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        for key in ("message", "detail", "error"):
-            value = body.get(key)
-            if isinstance(value, str) and value:
-                return safe_line(value)
-            if isinstance(value, dict) and isinstance(value.get("message"), str):
-                return safe_line(value["message"])
-            if isinstance(value, list) and value and isinstance(value[0], dict):
-                # FastAPI's validation errors: [{"loc": ["body", "top_k"], "msg": ...}]
-                first = value[0]
-                where = ".".join(str(part) for part in first.get("loc") or [] if part != "body")
-                return safe_line(f"{where}: {first.get('msg', '')}" if where else first.get("msg"))
-    if isinstance(body, str) and body:
-        return safe_line(body)
-    return safe_line(exc.message)
-
-
-def _shown_model(name: str) -> str:
-    return safe_line(name, 80)
 
 
 def _int(value: Any) -> int:
@@ -390,6 +362,8 @@ class RemoteEngine:
         self.idle_timeout = idle_timeout
         """Seconds to wait for the next chunk once the answer has begun."""
         self._model = model
+        self._server = ""
+        """The server software, when its model list says (for advice that names its flags)."""
         self._n_ctx = 0
         self._ctx_from_server = False
         self._loaded = False
@@ -483,11 +457,12 @@ class RemoteEngine:
                 )
                 served = []
             else:
-                raise EngineError(self._describe(exc, "listing the models")) from None
+                raise self._failure(exc, "listing the models") from None
         names = [m.id for m in served if isinstance(getattr(m, "id", None), str)]
         self._model = self._choose_model(names)
         chosen = next((m for m in served if getattr(m, "id", None) == self._model), None)
-        reported = _int(getattr(chosen, "max_model_len", None)) if chosen else 0
+        self._server = server_kind(getattr(chosen, "owned_by", None))
+        reported = _int(getattr(chosen, "max_model_len", None)) if chosen is not None else 0
         return reported or self._llama_server_ctx(client)
 
     def unload(self) -> None:
@@ -508,13 +483,13 @@ class RemoteEngine:
         prompt_chars = sum(len(m.get("content", "")) for m in messages)
         estimate = self._estimate(messages)
         if not self._loaded:
-            message = f"not connected to {self.where}: the engine was not loaded"
-            yield self._finish(splitter, counts, started, estimate, None, "error", message)
+            unloaded = EngineError(f"not connected to {self.where}: the engine was not loaded")
+            yield self._finish(splitter, counts, started, estimate, None, "error", unloaded)
             return
         try:
             self._check_key()
         except EngineError as exc:
-            yield self._finish(splitter, counts, started, estimate, None, "error", str(exc))
+            yield self._finish(splitter, counts, started, estimate, None, "error", exc)
             return
         max_tokens = params.max_tokens
         if self._ctx_from_server:
@@ -522,26 +497,26 @@ class RemoteEngine:
             n_ctx = self._context_size()
             room = n_ctx - math.ceil(estimate * PROMPT_MARGIN)
             if room < 1:
-                message = (
-                    f"the prompt is about {estimate} tokens and the context holds {n_ctx}: "
-                    "start a new session or shorten the state"
-                )
-                yield self._finish(splitter, counts, started, estimate, None, "error", message)
+                too_long = self._too_long(estimate)
+                yield self._finish(splitter, counts, started, estimate, None, "error", too_long)
                 return
             max_tokens = min(max_tokens, room)
         request = self._request(messages, params, max_tokens)
         finish: str | None = None
         usage: Any = None
-        error = ""
+        failure: EngineError | None = None
         stop: StopReason | None = None
         tried_without: set[str] = set()
-        while not control.cancelled:  # once, or again without the parameters a refusal blames
+        chunks = 0
+        shortened = False
+        while not control.cancelled:  # once, or again as a refusal allows (see below)
             stream = self._event_stream(request)
             watched = _Watched(stream, control, self.timeout)
             _WATCH.watch(watched)
             try:
                 stream.open()
                 for item in stream:
+                    chunks += 1
                     watched.last_at = time.monotonic()
                     delta, finished, reported = _read_chunk(item)
                     if reported is not None:
@@ -566,9 +541,16 @@ class RemoteEngine:
                         break
             except Exception as exc:
                 if watched.why == "silent":
-                    error = self._silent(watched.wait, streaming=counts.started)
+                    failure = silent(self.where, watched.wait, streaming=counts.started)
                 elif not (watched.why or control.cancelled):
-                    blamed = set() if counts.started else self._blamed_params(exc)
+                    refusal = None if counts.started else context_refusal(exc)
+                    learnt = refusal is not None and self._learn_context(refusal, prompt_chars)
+                    if refusal is not None and refusal.prompt_fits and not shortened:
+                        shortened = True
+                        max_tokens = min(max_tokens, refusal.n_ctx - refusal.prompt_tokens)
+                        request = self._request(messages, params, max_tokens)
+                        continue
+                    blamed = set() if counts.started or refusal else self._blamed_params(exc)
                     if blamed:
                         self._dropped |= blamed
                         tried_without |= blamed
@@ -577,34 +559,95 @@ class RemoteEngine:
                     self._dropped -= tried_without  # leaving them out did not help
                     tried_without = set()
                     doing = STREAMING if counts.started else "starting the answer"
-                    error = self._describe(exc, doing)
+                    failure = self._failure(exc, doing, learnt=learnt)
             finally:
                 _WATCH.forget(watched)
                 stream.close()
             break
-        if stop is None and not error and control.cancelled:
+        if stop is None and failure is None and control.cancelled:
             stop = "cancelled"
         notice = self._say_dropped(tried_without) if tried_without else ""
         if stop is None:
-            if error:
+            if failure is not None:
                 stop = "error"
             elif finish is None:
                 stop = "error"
-                error = (
+                failure = (self._why_empty(request) if not chunks else None) or EngineError(
                     f"the stream from {self.where} ended before the answer was finished "
-                    "(the connection was cut); the partial output is kept, try again"
+                    "(the connection was cut); the partial output is kept, try again",
+                    ErrorKind.TRANSIENT,
                 )
             elif finish == "abort":
                 stop = "error"
-                error = f"{self.where} aborted the request; try again"
+                failure = EngineError(
+                    f"{self.where} aborted the request; try again", ErrorKind.TRANSIENT
+                )
             else:
                 stop = _STOP_REASONS.get(finish, "eos")
-        if error:
-            log.warning("remote turn failed: %s", error)
+        if failure is not None:
+            log.warning("remote turn failed (%s): %s", failure.kind, failure)
         if _int(_field(usage, "prompt_tokens")):
             self._calibrate(prompt_chars, _int(_field(usage, "prompt_tokens")))
         yield from self._flush(splitter, counts)
-        yield self._finish(splitter, counts, started, estimate, usage, stop, error, notice)
+        yield self._finish(splitter, counts, started, estimate, usage, stop, failure, notice)
+
+    def _why_empty(self, request: dict[str, Any]) -> EngineError | None:
+        """Why a server answered with an empty stream, if it says so when asked without one.
+
+        llama-cpp-python's server starts a streamed reply before it reads the prompt, and
+        when the prompt does not fit its context it ends the stream without a word (the
+        reason goes to its own log). The same request, not streamed and for one token,
+        gets the refusal with its sizes, at once; a request that is being answered, or
+        that goes through, leaves the empty stream unexplained (None), and is not waited
+        for longer than a connection.
+        """
+        probe = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+        probe["max_tokens"] = 1
+        try:
+            self._client().post(
+                "/chat/completions",
+                cast_to=object,
+                body=probe,
+                options={
+                    "headers": self._auth_headers(),
+                    "timeout": self._timeout(CONNECT_TIMEOUT_S),
+                },
+            )
+        except Exception as exc:
+            refusal = context_refusal(exc)
+            if refusal is None:
+                return None
+            chars = sum(len(str(m.get("content", ""))) for m in request["messages"])
+            learnt = self._learn_context(refusal, chars)
+            return self._failure(exc, "starting the answer", learnt=learnt)
+        return None
+
+    def _learn_context(self, refusal: ContextRefusal, prompt_chars: int) -> bool:
+        """Take the sizes a server's refusal gave (its context, so that later prompts fit
+        it; the prompt's, for the token estimate); True when the context was new."""
+        self._calibrate(prompt_chars, refusal.prompt_tokens)
+        if refusal.server and not self._server:
+            self._server = refusal.server
+        if not refusal.n_ctx or refusal.n_ctx == self._n_ctx:
+            return False
+        log.info("%s says its context holds %d tokens", self.where, refusal.n_ctx)
+        self._n_ctx = refusal.n_ctx
+        self._ctx_from_server = True
+        return True
+
+    def _too_long(self, prompt: int) -> EngineError:
+        """A prompt of about ``prompt`` tokens that leaves no room in the known context."""
+        n_ctx = self._context_size()
+        if self.requested_ctx and self._n_ctx > self.requested_ctx:
+            return EngineError(
+                f"the prompt is about {prompt} tokens and the context holds {n_ctx} (--ctx): "
+                f"raise --ctx (the server offers {self._n_ctx}), or start a new session or "
+                "shorten the state",
+                ErrorKind.CONTEXT_TOO_LONG,
+            )
+        refusal = ContextRefusal(n_ctx, prompt, estimated=True)
+        text = context_advice(refusal, self._server, self.where)
+        return EngineError(text, ErrorKind.CONTEXT_TOO_LONG)
 
     # -- the request -------------------------------------------------------------------
     def _request(
@@ -722,7 +765,7 @@ class RemoteEngine:
         estimate: int,
         usage: Any,
         stop: StopReason,
-        error: str,
+        failure: EngineError | None,
         notice: str = "",
     ) -> Finished:
         """The last event: the split, the stats, and the output as the server sent it.
@@ -740,7 +783,11 @@ class RemoteEngine:
             evaluated = prompt - cached
         generated = _int(_field(usage, "completion_tokens")) or counts.generated
         completion_details = _field(usage, "completion_tokens_details")
-        reasoning = _int(_field(completion_details, "reasoning_tokens")) or counts.reasoning
+        reasoning = _int(_field(completion_details, "reasoning_tokens"))
+        if not reasoning and counts.chars:
+            # From the text as finally split: inline text the stream counted as reasoning
+            # until it turned out to be the answer (no think tags at all) is not.
+            reasoning = round(generated * len(split.reasoning) / counts.chars)
         rate = 0.0
         if counts.first_at is not None and counts.last_at is not None and generated > 1:
             span = counts.last_at - counts.first_at
@@ -754,17 +801,19 @@ class RemoteEngine:
             tokens_per_second=rate,
             elapsed=time.perf_counter() - started,
             stop_reason=stop,
-            n_ctx=self._context_size(),
+            n_ctx=self._known_context(),
         )
         return Finished(
             split.reasoning,
             split.observation,
             split.closed_reasoning,
             stats,
-            error,
+            str(failure) if failure is not None else "",
             raw=splitter.raw,
             extraction=split.extraction,
             notice=notice,
+            content=splitter.content,
+            error_kind=failure.kind if failure is not None else None,
         )
 
     # -- context and tokens ------------------------------------------------------------
@@ -773,6 +822,12 @@ class RemoteEngine:
         if self._n_ctx and self.requested_ctx:
             return min(self._n_ctx, self.requested_ctx)
         return self._n_ctx or self.requested_ctx or DEFAULT_N_CTX
+
+    def _known_context(self) -> int:
+        """The context as the server or the setting gave it; 0 when only assumed."""
+        if self._n_ctx and self.requested_ctx:
+            return min(self._n_ctx, self.requested_ctx)
+        return self._n_ctx or self.requested_ctx
 
     def _estimate(self, messages: list[Message]) -> int:
         per_message = 4  # role markers the chat template adds
@@ -802,7 +857,7 @@ class RemoteEngine:
             log.info(
                 "%s has no usable /tokenize (%s); estimating prompt sizes",
                 self.where,
-                self._describe(exc, "counting the prompt"),
+                self._failure(exc, "counting the prompt"),
             )
             self._server_tokenizes = False
             return 0
@@ -828,6 +883,8 @@ class RemoteEngine:
             return 0
         settings = props.get("default_generation_settings")
         n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(settings, dict) and not self._server:
+            self._server = "llama-server"
         return _int(n_ctx) or _int(props.get("n_ctx"))
 
     def _choose_model(self, names: list[str]) -> str:
@@ -836,13 +893,17 @@ class RemoteEngine:
         if wanted:
             if names and wanted not in names:
                 raise EngineError(
-                    f"{self.where} does not serve '{_shown_model(wanted)}'; it serves: {shown}"
+                    f"{self.where} does not serve '{_shown_model(wanted)}'; it serves: {shown}",
+                    ErrorKind.NOT_FOUND,
                 )
             return wanted
         if len(names) == 1:
             return names[0]
         if not names:
-            raise EngineError(f"{self.where} lists no models; name one with --server-model NAME")
+            raise EngineError(
+                f"{self.where} lists no models; name one with --server-model NAME",
+                ErrorKind.NOT_FOUND,
+            )
         raise EngineError(
             f"{self.where} serves {len(names)} models ({shown}); choose one with --server-model NAME"
         )
@@ -852,7 +913,8 @@ class RemoteEngine:
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise EngineError(
                 f"the environment variable {self.api_key_env} (named by --api-key-env) is "
-                "not set or empty: export it with the server's API key"
+                "not set or empty: export it with the server's API key",
+                ErrorKind.AUTH,
             )
         self._key()
 
@@ -864,7 +926,8 @@ class RemoteEngine:
             raise EngineError(
                 f"the environment variable {self.api_key_env} (named by --api-key-env) holds "
                 "characters an HTTP header cannot carry (a line break, a space, a control or "
-                "non-ASCII character): export the key alone"
+                "non-ASCII character): export the key alone",
+                ErrorKind.AUTH,
             )
         return key
 
@@ -920,83 +983,15 @@ class RemoteEngine:
             connections.close()
 
     # -- errors ----------------------------------------------------------------------------
-    def _silent(self, seconds: float, *, streaming: bool) -> str:
-        if not streaming:
-            return (
-                f"{self.where} sent nothing for {seconds:g} s while starting the answer "
-                "(timeout); the server may be busy or stuck, try again"
-            )
-        return (
-            f"{self.where} sent nothing for {seconds:g} s while streaming the answer (idle "
-            "timeout); the partial output is kept; the server may be busy or stuck, try "
-            "again ([server] idle_timeout sets how long to wait)"
+    def _failure(self, exc: BaseException, doing: str, *, learnt: bool = False) -> EngineError:
+        """What went wrong talking to the server: its kind and what to try."""
+        asked = Asked(
+            self.where,
+            doing,
+            self.timeout,
+            api_key_env=self.api_key_env,
+            model=self._model,
+            server=self._server,
+            learnt=learnt,
         )
-
-    def _describe(self, exc: BaseException, doing: str) -> str:
-        """One line that says what went wrong talking to the server and what to try."""
-        import openai
-
-        from agentworld_tui.engines.bounded_http import ReplyRefused
-
-        if isinstance(exc, EngineError):  # already one line that says what to do
-            return str(exc)
-        where = self.where
-        kept = "; the partial output is kept" if doing == STREAMING else ""
-        refused = next((c for c in _causes(exc) if isinstance(c, ReplyRefused)), None)
-        if refused is not None:
-            return f"{where} {refused} while {doing}{kept}; the server may be broken or hostile"
-        if isinstance(exc, openai.APITimeoutError):
-            return (
-                f"{where} sent nothing for {self.timeout:g} s while {doing} (timeout){kept}; "
-                "the server may be busy or stuck, try again"
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            for cause in _causes(exc):
-                if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
-                    return (
-                        f"cannot connect to {where}: connection refused (is the server "
-                        "running, and are the host and port right?)"
-                    )
-                if isinstance(cause, socket.gaierror) or "name resolution" in str(cause).lower():
-                    return f"cannot connect to {where}: unknown host (check the server's name)"
-            cause_text = next(
-                (str(c) for c in list(_causes(exc))[1:] if str(c)), type(exc).__name__
-            )
-            if doing == STREAMING:
-                return (
-                    f"the connection to {where} broke during the answer "
-                    f"({safe_line(cause_text, 120)}){kept}; try again"
-                )
-            return f"cannot reach {where} while {doing}: {safe_line(cause_text, 160)}"
-        if isinstance(exc, openai.AuthenticationError):
-            if self.api_key_env:
-                return (
-                    f"{where} rejected the API key in ${self.api_key_env} (401 unauthorized): "
-                    f"{_server_message(exc)}"
-                )
-            return (
-                f"{where} needs an API key (401 unauthorized): put it in an environment "
-                "variable and pass --api-key-env VAR"
-            )
-        if isinstance(exc, openai.PermissionDeniedError):
-            return f"{where} refused access (403 forbidden): {_server_message(exc)}"
-        if isinstance(exc, openai.NotFoundError):
-            if doing == "listing the models":
-                return (
-                    f"no OpenAI-compatible API at {where} (404 on /models); the URL "
-                    "usually ends in /v1"
-                )
-            model = _shown_model(self._model)
-            return f"{where} answered 404 (model '{model}'?): {_server_message(exc)}"
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            text = f"{where} answered HTTP {status} while {doing}: {_server_message(exc)}"
-            if status >= 500 or status == 429:
-                text += "; try again"
-            return text
-        if isinstance(exc, openai.APIError):
-            return f"{where} reported an error while {doing}: {_server_message(exc)}{kept}"
-        return (
-            f"unexpected reply from {where} while {doing}: "
-            f"{type(exc).__name__}: {safe_line(exc, 160)}"
-        )
+        return describe(exc, asked)

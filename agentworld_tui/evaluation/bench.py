@@ -40,10 +40,11 @@ from agentworld_tui.evaluation.workers import run_each
 from agentworld_tui.world.context import first_kept_turn, history_budget
 from agentworld_tui.world.store import write_atomic
 from agentworld_tui.world.trajectories import (
+    BadLines,
     Sample,
     TrajectoryError,
     benchmark_files,
-    parse_sample,
+    read_samples,
 )
 
 RUN_FILE = "run.json"
@@ -67,7 +68,25 @@ class BenchInterrupted(BenchError):
 
 def prediction_sha(text: str) -> str:
     """Ties a judgement to the exact prediction it judged."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def sample_sha(sample: Sample) -> str:
+    """A sample's identity by its content (what the benchmark line says, not where it
+    stands), so that runs of this program and the official evaluator's files can be
+    matched sample by sample."""
+    fields = [
+        sample.task,
+        sample.id,
+        list(sample.prompt),
+        list(sample.response),
+        sample.current_prompt,
+        sample.system_str,
+        sample.turn_idx,
+        sample.total_turns,
+    ]
+    text = json.dumps(fields, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
 
 # -- the samples ----------------------------------------------------------------------------
@@ -86,12 +105,14 @@ def load_samples(
     domains: Sequence[str] = (),
     limit: int | None = None,
     known: Callable[[str], bool] | None = None,
+    default_task: str = "",
 ) -> SampleSet:
     """The samples of a benchmark file or folder, in file order.
 
     ``domains`` keeps only those domains (files named ``<domain>_test.jsonl`` for others are
     not even read); ``limit`` keeps the first N samples of each domain; ``known`` says which
-    domains this program can simulate (others are skipped and reported).
+    domains this program can simulate (others are skipped and reported); ``default_task``
+    is the domain of a line without ``task`` (by default the file's name says it).
     """
     try:
         files = benchmark_files(path)
@@ -103,45 +124,29 @@ def load_samples(
         if not files:
             raise BenchError(f"{path}: no benchmark file for {', '.join(sorted(wanted))}")
     samples: list[Sample] = []
-    problems: list[str] = []
+    bad = BadLines(MAX_PROBLEMS)
     counts: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
-    bad = 0
     for file in files:
-        fallback = file.name.removesuffix(".jsonl").removesuffix("_test")
+        fallback = default_task or file.name.removesuffix(".jsonl").removesuffix("_test")
         if limit is not None and counts[fallback] >= limit:
             continue
         try:
-            handle = file.open(encoding="utf-8")
-        except OSError as exc:
-            raise BenchError(f"{file}: cannot read ({exc.strerror or exc})") from None
-        with handle:
-            try:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        sample = parse_sample(line, fallback, f"{file.name}:{number}")
-                    except TrajectoryError as exc:
-                        bad += 1
-                        if len(problems) < MAX_PROBLEMS:
-                            problems.append(str(exc))
-                        continue
-                    if wanted and sample.domain not in wanted:
-                        continue
-                    if known is not None and not known(sample.domain):
-                        unknown[sample.domain] += 1
-                        continue
-                    if limit is not None and counts[sample.domain] >= limit:
-                        if sample.domain == fallback:
-                            break
-                        continue
-                    counts[sample.domain] += 1
-                    samples.append(sample)
-            except UnicodeDecodeError:
-                raise BenchError(f"{file}: not UTF-8 text") from None
-    if bad > len(problems):
-        problems.append(f"{bad - len(problems)} more bad lines skipped")
+            for sample in read_samples(file, fallback, bad):
+                if wanted and sample.domain not in wanted:
+                    continue
+                if known is not None and not known(sample.domain):
+                    unknown[sample.domain] += 1
+                    continue
+                if limit is not None and counts[sample.domain] >= limit:
+                    if sample.domain == fallback:
+                        break
+                    continue
+                counts[sample.domain] += 1
+                samples.append(sample)
+        except TrajectoryError as exc:
+            raise BenchError(str(exc)) from None
+    problems = bad.summary()
     for name, count in sorted(unknown.items()):
         problems.append(f"{count} samples of the unknown domain {name!r} skipped")
     if not samples:
@@ -195,22 +200,26 @@ class BenchRun:
                     "pass another --out"
                 )
             return
-        record = {
-            "format": RUN_FORMAT,
-            "version": 1,
-            "data": data_text,
-            "model": model,
-            "where": where,
-            "params": {
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "top_k": params.top_k,
-                "max_tokens": params.max_tokens,
-                "enable_thinking": params.enable_thinking,
-                "seed": params.seed,
-            },
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
+        self.write_info(
+            {
+                "format": RUN_FORMAT,
+                "version": 1,
+                "data": data_text,
+                "model": model,
+                "where": where,
+                "params": {
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "top_k": params.top_k,
+                    "max_tokens": params.max_tokens,
+                    "enable_thinking": params.enable_thinking,
+                    "seed": params.seed,
+                },
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+        )
+
+    def write_info(self, record: dict[str, Any]) -> None:
         try:
             write_atomic(
                 self.folder / RUN_FILE, (json.dumps(record, indent=1) + "\n").encode("utf-8")
@@ -244,14 +253,25 @@ MESSAGE_OVERHEAD = 6
 """Chat-template tokens per message (role markers, newlines), a safe over-estimate."""
 
 
+def predicted_turn(sample: Sample) -> str:
+    """The current turn as the official evaluator sends it to the world model: the prompt
+    list's entry for ``turn_idx``, even where ``current_prompt`` says otherwise (the judge
+    is shown ``current_prompt``); ``current_prompt`` only when the list has no such entry,
+    where the official request would fail."""
+    index = sample.turn_idx - 1
+    return sample.prompt[index] if 0 <= index < len(sample.prompt) else sample.current
+
+
 def sample_messages(
     sample: Sample, count_tokens: Callable[[str], int], budget: int
 ) -> tuple[list[Message], int]:
     """The messages the official evaluator sends for ``sample`` (``sample.conversation()``:
     no system message when ``system_str`` is empty, every earlier turn kept, an empty
-    observation included), and how many of the oldest turns were left out because the
-    whole would not fit ``budget`` tokens (where the official request would fail)."""
+    observation included; the current turn from ``predicted_turn``), and how many of the
+    oldest turns were left out because the whole would not fit ``budget`` tokens (where
+    the official request would fail)."""
     messages = sample.conversation()
+    messages[-1] = {"role": "user", "content": predicted_turn(sample)}
     system = 1 if messages[0]["role"] == "system" else 0
     pairs = [(messages[i], messages[i + 1]) for i in range(system, len(messages) - 1, 2)]
 
@@ -306,12 +326,15 @@ def predict_record(
         "prediction": finished.observation,
         "raw": generated,
         "prediction_sha": prediction_sha(generated),
+        "sample_sha": sample_sha(sample),
         "extraction": finished.extraction,
         "reasoning_chars": len(finished.reasoning),
         "omitted_turns": omitted,
         "stats": finished.stats.to_dict(),
         "time": time.time(),
     }
+    if finished.content is not None:
+        record["content"] = finished.content
     if keep_reasoning:
         record["reasoning"] = finished.reasoning
     return record
@@ -321,6 +344,14 @@ def generation(record: dict[str, Any]) -> str:
     """A prediction record's whole generated text (older records kept only the answer)."""
     raw = record.get("raw")
     return raw if isinstance(raw, str) else str(record.get("prediction", ""))
+
+
+def official_generation(record: dict[str, Any]) -> str:
+    """What the official evaluator holds as a sample's generation: the server's
+    ``content`` field. Behind a reasoning parser that is the answer alone (empty when the
+    model never left its reasoning: a failed sample there); otherwise the whole text."""
+    content = record.get("content")
+    return content if isinstance(content, str) else generation(record)
 
 
 def predict_samples(

@@ -6,7 +6,7 @@ tag, and says what it dropped). A bench score must match the published tables in
 the text a judge sees is taken from the model's whole generated text by the official rules,
 in one pure function; docs/judging.md shows, with examples, where the two differ.
 
-The rules: think blocks are removed (``world.verdict.remove_thinking``: pairs, nested
+The rules: think blocks are removed (``judging.official.remove_thinking``: pairs, nested
 blocks, an orphan ``</think>`` ends the reasoning, an unclosed ``<think>`` runs to the next
 ``<predicted_observation>``); then the last ``<predicted_observation>`` block is the answer,
 up to its closing tag or the end; without the tag, the whole cleaned text is. Tags are

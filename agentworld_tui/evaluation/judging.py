@@ -3,8 +3,10 @@
 Each finished prediction is judged as the official evaluator judges it: its answer is
 extracted from the whole generated text by the official rules (evaluation/extraction.py),
 the judge is sent the official messages built from the chosen prompts, sampled and asked
-again as the official evaluator does (engines/judge.py). An empty generation is not judged
-(the official evaluator counts it as failed).
+again as the official evaluator does (judging/judge.py). An empty generation is not judged
+(the official evaluator counts it as failed); behind a server with a reasoning parser the
+generation is what the official evaluator reads, the ``content`` field alone, so a model
+that never left its reasoning fails there too.
 
 Verdicts are appended to ``judgements.jsonl``. A verdict counts for the prediction it
 judged (by its digest) under the judge settings it was made with (judge, prompts, sampling,
@@ -28,7 +30,7 @@ from agentworld_tui.evaluation.bench import (
     MAX_PROBLEMS,
     BenchInterrupted,
     BenchRun,
-    generation,
+    official_generation,
 )
 from agentworld_tui.evaluation.extraction import official_prediction
 from agentworld_tui.evaluation.progress import Progress, tally
@@ -153,7 +155,7 @@ def judge_record(
 ) -> dict[str, Any]:
     from agentworld_tui.judging.judge import run_judge
 
-    extracted = official_prediction(generation(prediction))
+    extracted = official_prediction(official_generation(prediction))
     messages, trimmed = fitted_messages(engine, judging, sample, extracted)
     verdict = run_judge(engine, messages, control=control, settings=judging.settings)
     data = verdict.to_dict()
@@ -210,7 +212,7 @@ def judge_run(
     summary = JudgeSummary(0)
     for sample in judged_samples:
         prediction = predictions[sample.source]
-        if not generation(prediction):
+        if not official_generation(prediction):
             summary.no_generation += 1
             continue
         current = judging.settings_id(sample.domain)

@@ -1,11 +1,11 @@
 """Scores as the official AgentWorldBench evaluator computes them, from a run's files.
 
-Per sample, a verdict read by the official rules (world/verdict.py) gives whole-number
+Per sample, a verdict read by the official rules (judging/official.py) gives whole-number
 scores; a dimension that was missing or unreadable is absent. A sample is *valid* when its
 verdict was read, *failed* when its generation was empty or no verdict could be read after
 the judge's attempts, *pending* while it awaits a prediction or a verdict. Per domain, each
 dimension's score is the mean of its present values over the valid samples, the total the
-mean of their totals; scores are reported on 0-100, (mean - 1) / 4 * 100, with two decimals
+mean of their totals (means as ``statistics.mean`` computes them); scores are reported on 0-100, (mean - 1) / 4 * 100, with two decimals
 as the published tables are. The overall score is the mean over all valid samples of every
 domain (not the mean of the domains' scores).
 
@@ -17,18 +17,27 @@ mean of the domains' scores, so each domain weighs the same.
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from agentworld_tui.evaluation.bench import DONE_STATUSES, BenchRun, generation
+from agentworld_tui.evaluation.bench import (
+    DONE_STATUSES,
+    BenchError,
+    BenchRun,
+    load_samples,
+    official_generation,
+    sample_sha,
+)
 from agentworld_tui.evaluation.judging import judgement_current
-from agentworld_tui.judging.official import read_official_verdict
+from agentworld_tui.judging.official import averageable
+from agentworld_tui.judging.verdicts import guarded, read_verdict
 from agentworld_tui.world.judgement import (
     DIMENSIONS,
     Judgement,
-    JudgementError,
     OfficialVerdict,
     normalise,
 )
@@ -55,23 +64,32 @@ class SampleScore:
     status: Status = "pending"
     why: str = ""
     """For a failed sample: "empty generation" or "unreadable"."""
-    official: OfficialVerdict | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    """A valid sample's official values: the five dimensions and ``total`` (0 = absent)."""
     strict: Judgement | None = None
     settings: str = ""
     """The judge settings of its verdict, as one line ("" when none was recorded)."""
     predicted_trimmed: bool = False
     judged_trimmed: bool = False
+    identity: str = ""
+    """The sample's content digest (``bench.sample_sha``), which matches it across runs
+    and the official evaluator's files; "" when unknown (then ``key`` does)."""
 
     def value(self, dimension: str) -> float:
         """The official value of a dimension or of the total (0 = absent)."""
-        assert self.official is not None
-        if dimension == "total":
-            return self.official.total
-        return float(self.official.scores.get(dimension, 0))
+        return self.values.get(dimension, 0.0)
+
+    def use(self, verdict: OfficialVerdict) -> None:
+        """Count ``verdict`` as this sample's valid verdict."""
+        self.status = "valid"
+        self.values = {d: float(verdict.scores.get(d, 0)) for d in DIMENSIONS}
+        self.values["total"] = verdict.total
 
 
 def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    """``statistics.mean``, as the official evaluator averages: exact, so the printed
+    figure never depends on the order of the samples or on float rounding in a sum."""
+    return statistics.mean(values) if values else None
 
 
 @dataclass
@@ -133,20 +151,29 @@ class RunScores:
         value = self.strict_overall_mean()
         return None if value is None else normalise(value)
 
-    def keys(self) -> set[str]:
-        """The samples with a valid verdict."""
-        return {s.key for s in self.samples() if s.status == "valid"}
+    def keys(self, by_content: bool = False) -> set[str]:
+        """The samples with a valid verdict, by key (or by content digest)."""
+        return {s.identity if by_content else s.key for s in self.samples() if s.status == "valid"}
 
-    def only(self, keys: set[str]) -> RunScores:
+    def identified(self) -> bool:
+        """Whether every sample's content digest is known."""
+        return all(s.identity for s in self.samples())
+
+    def only(self, keys: set[str], by_content: bool = False) -> RunScores:
         """The same run scored on ``keys`` alone (for a fair comparison)."""
         domains = [
-            DomainScore(d.domain, [s for s in d.samples if s.key in keys]) for d in self.domains
+            DomainScore(
+                d.domain,
+                [s for s in d.samples if (s.identity if by_content else s.key) in keys],
+            )
+            for d in self.domains
         ]
         return RunScores(self.name, [d for d in domains if d.samples])
 
     def settings(self) -> Counter[str]:
-        """How many counted verdicts each judge setting made."""
-        return Counter(s.settings for s in self.samples() if s.status != "pending")
+        """How many counted verdicts each judge setting made (an empty generation was
+        never judged)."""
+        return Counter(s.settings for s in self.samples() if s.status != "pending" and s.settings)
 
     def to_dict(self) -> dict[str, Any]:
         def dims(get: Any, digits: int) -> dict[str, float | None]:
@@ -192,32 +219,24 @@ def _rounded(value: float | None, digits: int) -> float | None:
 # -- from a run's files -------------------------------------------------------------------------
 def official_of(verdict: dict[str, Any]) -> OfficialVerdict | None:
     """The official reading recorded with a verdict; for a verdict recorded before it was
-    kept, the judge's stored answer read again by the official rules."""
+    kept, the judge's stored answer read again by the official rules. None when there is
+    none, or what is stored cannot be read (never an exception)."""
     found = verdict.get("official")
     if isinstance(found, dict):
-        try:
-            return OfficialVerdict.from_dict(found)
-        except (KeyError, TypeError, ValueError):
-            return None
+        return guarded(lambda: averageable(OfficialVerdict.from_dict(found)))[0]
     if "official" in verdict:
         return None
     answer = verdict.get("answer")
     if not isinstance(answer, str):
         return None
-    try:
-        return read_official_verdict(answer)
-    except JudgementError:
-        return None
+    return read_verdict(answer).official
 
 
 def _strict_of(verdict: dict[str, Any]) -> Judgement | None:
     found = verdict.get("judgement")
     if not isinstance(found, dict):
         return None
-    try:
-        return Judgement.from_dict(found)
-    except (KeyError, TypeError, ValueError, OverflowError):
-        return None
+    return guarded(lambda: Judgement.from_dict(found))[0]
 
 
 def settings_line(verdict: dict[str, Any]) -> str:
@@ -233,12 +252,17 @@ def settings_line(verdict: dict[str, Any]) -> str:
 
 def sample_score(prediction: dict[str, Any], verdict: dict[str, Any] | None) -> SampleScore:
     key = str(prediction.get("key", ""))
-    score = SampleScore(key, str(prediction.get("domain", "?")))
+    identity = prediction.get("sample_sha")
+    score = SampleScore(
+        key,
+        str(prediction.get("domain", "?")),
+        identity=identity if isinstance(identity, str) else "",
+    )
     omitted = prediction.get("omitted_turns")
     score.predicted_trimmed = isinstance(omitted, int) and omitted > 0
     if prediction.get("status") not in DONE_STATUSES:
         return score  # a request that failed: predicted again next run
-    if not generation(prediction):
+    if not official_generation(prediction):
         score.status, score.why = "failed", "empty generation"
         return score
     if not judgement_current(verdict, prediction):
@@ -248,11 +272,11 @@ def sample_score(prediction: dict[str, Any], verdict: dict[str, Any] | None) -> 
     trimmed = verdict.get("trimmed_turns")
     score.judged_trimmed = isinstance(trimmed, int) and trimmed > 0
     score.strict = _strict_of(verdict)
-    score.official = official_of(verdict)
-    if score.official is None:
+    official = official_of(verdict)
+    if official is None:
         score.status, score.why = "failed", "unreadable"
     else:
-        score.status = "valid"
+        score.use(official)
     return score
 
 
@@ -271,6 +295,23 @@ def score_run(run: BenchRun, name: str = "") -> RunScores:
         name or run.folder.name,
         (sample_score(p, verdicts.get(k)) for k, p in run.predictions.read().items()),
     )
+
+
+def identify(run: BenchRun, scores: RunScores) -> None:
+    """Give the samples recorded without their content digest (by an earlier version) one,
+    from the run's benchmark while it can still be read, so that the run can be matched
+    with another made elsewhere."""
+    missing = [s for s in scores.samples() if not s.identity]
+    if not missing:
+        return
+    info = run.info() or {}
+    try:
+        found = load_samples(Path(str(info.get("data", ""))))
+    except (BenchError, OSError):
+        return
+    digests = {sample.source: sample_sha(sample) for sample in found.samples}
+    for score in missing:
+        score.identity = digests.get(score.key, "")
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -350,13 +391,16 @@ def _notes(samples: list[SampleScore]) -> list[str]:
 
 def compare_table(a: RunScores, b: RunScores) -> str:
     """Two runs side by side on the samples valid in both."""
-    common = a.keys() & b.keys()
-    left, right = a.only(common), b.only(common)
+    by_content = a.identified() and b.identified()
+    common = a.keys(by_content) & b.keys(by_content)
+    left, right = a.only(common, by_content), b.only(common, by_content)
     lines = [
         f"A: {_shown(a.name)}",
         f"B: {_shown(b.name)}",
         f"Compared on the {len(common)} samples valid in both runs "
-        f"(A has {len(a.keys() - common)} more, B {len(b.keys() - common)} more).",
+        f"(A has {len(a.keys(by_content) - common)} more, "
+        f"B {len(b.keys(by_content) - common)} more"
+        + ("; matched by their benchmark lines' content)." if by_content else ")."),
         "",
     ]
     head = f"{'Domain':<12}{'A':>9}{'B':>9}{'B - A':>9}{'samples':>9}"

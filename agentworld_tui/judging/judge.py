@@ -4,7 +4,8 @@ The judge is sampled and asked again as the official evaluator does: temperature
 32,768 tokens, and up to three requests in all while no verdict can be read (an answer the
 official rules cannot read, or a request that failed, with a short pause before asking a
 failed server again). The verdict is read from the judge's whole generated text, never from
-what the world model's observation splitter makes of it.
+what the world model's observation splitter makes of it, through ``verdicts.read_verdict``,
+which turns anything that goes wrong while reading into an unreadable verdict.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from agentworld_tui.engines.base import (
     GenerationControl,
     GenerationParams,
 )
-from agentworld_tui.judging.official import read_official_verdict
-from agentworld_tui.judging.reading import parse_judgement
-from agentworld_tui.world.judgement import Judgement, JudgementError, Message, Verdict
+from agentworld_tui.judging.verdicts import read_verdict
+from agentworld_tui.world.judgement import Message, Verdict
 
 JUDGE_PARAMS = GenerationParams(temperature=0.6, max_tokens=32768)
 """The official evaluator's judge sampling."""
@@ -132,18 +132,15 @@ def _ask(
     if finished.error:
         why = f"the judge failed: {finished.error}"
         return Verdict(None, why, "", reference, answer, stats, engine_failed=True)
-    try:
-        judgement: Judgement | None = parse_judgement(answer)
-        strict = ""
-    except JudgementError as exc:
-        judgement, strict = None, f"the project's stricter reading found no verdict: {exc}"
-    try:
-        official = read_official_verdict(answer)
-    except JudgementError as exc:
+    reading = read_verdict(answer)
+    strict = ""
+    if reading.strict is None:
+        strict = f"the project's stricter reading found no verdict: {reading.strict_error}"
+    if reading.official is None:
         # The official rules find nothing (a verdict written inside the think block, say);
         # the project's reading may still have one for the app to show, but it scores nothing.
-        why = f"unreadable judgement: {exc}"
+        why = f"unreadable judgement: {reading.official_error}"
         if finished.stats.stop_reason == "max_tokens":
             why += " (the judge reached its token limit)"
-        return Verdict(judgement, why, "", reference, answer, stats)
-    return Verdict(judgement, strict, "", reference, answer, stats, official=official)
+        return Verdict(reading.strict, why, "", reference, answer, stats)
+    return Verdict(reading.strict, strict, "", reference, answer, stats, official=reading.official)

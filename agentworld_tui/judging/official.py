@@ -13,7 +13,8 @@ as the official evaluator reads it, so this module follows its rules, quirks inc
   not parse gives up everything but its ``"scores": {...}``;
 - each score is taken as a whole number (floats rounded, "4/5" read as 4), values above 5
   become 5, and a missing or unreadable one is absent (0): the total is the mean of the
-  others. An answer without a ``scores`` object is unreadable.
+  others. An answer without a ``scores`` object is unreadable, and so is one with a
+  (negative) score too large for a float to hold, which no mean could take in.
 
 The answer read here is the judge's whole text as generated, never what the world model's
 observation splitter would make of it: a judge that quotes ``<predicted_observation>``
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from agentworld_tui.world.judgement import DIMENSIONS, JudgementError, OfficialVerdict
@@ -127,9 +129,19 @@ def read_official_verdict(answer: str) -> OfficialVerdict:
         scores = {d: _whole_score(data["scores"].get(d, 0)) for d in DIMENSIONS}
     except (ValueError, OverflowError) as exc:  # round() of NaN or infinity
         raise JudgementError(f"a score cannot be rounded ({exc})") from None
-    return OfficialVerdict(
-        scores, _texts(data.get("strengths", [])), _texts(data.get("weaknesses", []))
+    return averageable(
+        OfficialVerdict(
+            scores, _texts(data.get("strengths", [])), _texts(data.get("weaknesses", []))
+        )
     )
+
+
+def averageable(verdict: OfficialVerdict) -> OfficialVerdict:
+    """``verdict`` itself; raises JudgementError when a score is too large for a float (it
+    would break every mean it entered)."""
+    if any(abs(v) > sys.float_info.max for v in verdict.scores.values()):
+        raise JudgementError("a score is too large to average")
+    return verdict
 
 
 def _loads(text: str) -> Any:

@@ -35,6 +35,8 @@ MARKED_DOMAINS = ("terminal", "swe", "search", "mcp", "android", "web", "os")
 USER_TEMPLATE_FILE = "judge_user_prompt.txt"
 SYSTEM_STEMS = ("judge_system_prompt", "judge_system", "judge_prompt", "judge")
 USER_STEMS = ("judge_user_prompt", "judge_user_template", "judge_user")
+PROJECT_TEMPLATE = "the project's"
+"""How ``user_source`` begins when a folder had no user template of its own."""
 TEMPLATE_VARIABLE = "JUDGE_USER_PROMPT"
 """A Python string of this name in the folder's code is read as the user template."""
 TEXT_SUFFIXES = ("", ".txt", ".md", ".prompt")
@@ -181,6 +183,12 @@ def load_judge_prompts(folder: Path, domains: Sequence[str]) -> JudgePrompts:
             " and prompts/<domain>/judge_system_prompt.txt)"
         )
     user, source = _common_user_template(root, bases, problems)
+    if source.startswith(PROJECT_TEMPLATE) and set(systems) - set(user_templates):
+        problems.append(
+            f"{folder}: no judge user template found ({USER_TEMPLATE_FILE}, or "
+            f"{TEMPLATE_VARIABLE} in its Python code); the project's template is used, so "
+            "the messages are not the folder's own"
+        )
     return JudgePrompts(str(root), systems, user, source, user_templates, tuple(problems))
 
 
@@ -258,7 +266,7 @@ def _common_user_template(root: Path, bases: list[Path], problems: list[str]) ->
     if found is not None:
         return found
     text, source = shipped_user_template()
-    return text, f"the project's ({source})"
+    return text, f"{PROJECT_TEMPLATE} ({source})"
 
 
 def _template_in_code(root: Path) -> tuple[str, str] | None:
@@ -389,7 +397,7 @@ def judge_messages(
 ) -> tuple[list[Message], list[str]]:
     """The messages that ask a judge about one turn, and problems met loading the prompts.
 
-    Built as the official evaluator builds them (world/judge_prompts.py): the domain's
+    Built as the official evaluator builds them (``judge_messages_for``): the domain's
     system prompt, then a user message with the history, the current turn, the prediction
     and the ground truth. ``history`` holds the earlier turns as (turn text, observation);
     with ``history_chars`` the oldest are left out until the history fits, and the judge
@@ -418,7 +426,7 @@ def turn_judge_messages(
     turn was sent with, its observation and the real one the user gave."""
     from agentworld_tui.world.export import sent_history
 
-    history = [(t.user_message, t.observation) for t in sent_history(session, turn)]
+    history = [(t.user_message, t.shown_text) for t in sent_history(session, turn)]
     return judge_messages(
         session.domain.name,
         history,

@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from agentworld_tui.world.json_input import outside_strings
 from agentworld_tui.world.judgement import DIMENSIONS, HIGHEST, LOWEST, Judgement, JudgementError
 
 MAX_JUDGE_ANSWER_CHARS = 400_000
@@ -97,21 +98,11 @@ def _json_objects(text: str) -> list[tuple[dict[str, Any], bool]]:
 
 
 def _matching_brace(text: str, start: int) -> int:
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
+    depth = 0
+    for i in outside_strings(text, start):
+        if text[i] == "{":
             depth += 1
-        elif ch == "}":
+        elif text[i] == "}":
             depth -= 1
             if depth == 0:
                 return i
@@ -121,35 +112,25 @@ def _matching_brace(text: str, start: int) -> int:
 def _loads(chunk: str) -> tuple[Any, bool]:
     try:
         return json.loads(chunk), False
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, too deep, or a number too long
         pass
     mended = _without_trailing_commas(chunk)
     try:
         return json.loads(mended, strict=False), True
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None, False
 
 
 def _without_trailing_commas(text: str) -> str:
     """``text`` without commas right before a closing bracket, outside strings only."""
-    out: list[str] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == ",":
+    dropped: list[int] = []
+    for i in outside_strings(text):
+        if text[i] == ",":
             after = _SPACES.match(text, i + 1)
             if after is not None and text[after.end() : after.end() + 1] in ("}", "]"):
-                continue
-        out.append(ch)
-    return "".join(out)
+                dropped.append(i)
+    kept = [text[a + 1 : b] for a, b in zip([-1, *dropped], [*dropped, len(text)], strict=True)]
+    return "".join(kept)
 
 
 def _judgement_from(data: dict[str, Any]) -> Judgement:
@@ -179,10 +160,13 @@ def _score(dimension: str, value: Any) -> float:
     if isinstance(value, str):
         match = re.fullmatch(rf"\s*{_NUMBER}\s*(?:/\s*5)?\s*", value)
         value = float(match.group("value")) if match else None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise JudgementError(f"the {dimension} score is not a number")
-    if not LOWEST <= value <= HIGHEST:
-        raise JudgementError(f"the {dimension} score {value:g} is outside 1-5")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise JudgementError(f"the {dimension} score is not a number")
+    if not LOWEST <= value <= HIGHEST:  # compared exactly: an integer of any size is fine
+        shown = f"{value:g}" if isinstance(value, float) or abs(value) < 10**9 else "far"
+        raise JudgementError(f"the {dimension} score {shown} is outside 1-5")
     return float(value)
 
 

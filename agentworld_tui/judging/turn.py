@@ -78,9 +78,11 @@ def judge_turn(
     params: GenerationParams | None = None,
     save: Saver | None = None,
     home: Home | None = None,
+    run_type: type[JudgeRun] = JudgeRun,
 ) -> JudgeRun:
-    """Judge ``turn`` with the loaded model (``spec`` None) or another judge."""
-    run = JudgeRun(
+    """Judge ``turn`` with the loaded model (``spec`` None) or another judge; ``run_type``
+    says where the verdict is recorded (a ``JudgeRun`` keeps it as ``turn.judgement``)."""
+    run = run_type(
         session,
         turn,
         params or judge_params(simulator.params),

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
 
 from agentworld_tui.models.cache import (
     PARTIAL_SUFFIX,
@@ -607,8 +608,6 @@ def _cancel_message(entry: CatalogEntry, offset: int, remote: RemoteFile) -> str
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port
 

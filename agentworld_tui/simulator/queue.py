@@ -206,7 +206,7 @@ class EngineQueue:
             threading.Thread(target=self._serve_jobs, name="engine-remote", daemon=True).start()
 
     def _serve_jobs(self) -> None:
-        """A server's generations, one after another, until none came for ``IDLE_S``."""
+        """A server's generations, one after another, until none came for ``WORKER_IDLE_S``."""
         while True:
             try:
                 job = self._handed.get(timeout=WORKER_IDLE_S)

@@ -31,15 +31,25 @@ from agentworld_tui.engines.base import (
 from agentworld_tui.simulator.turn import record
 from agentworld_tui.world.session import Session, Turn
 
-__all__ = ["Home", "Saver", "StreamRun", "TurnRun", "TurnUpdate", "home_on"]
+__all__ = ["Home", "RealSide", "Saver", "StreamRun", "TurnRun", "TurnUpdate", "home_on"]
 
 if TYPE_CHECKING:
+    from agentworld_tui.reality.observation import RealObservation
     from agentworld_tui.simulator.queue import GenerationJob
 
 Home = Callable[[Callable[[], None]], None]
 """Runs a callable on the session's own thread, soon (``loop.call_soon_threadsafe``)."""
 Saver = Callable[[Session], str | None]
 """Saves a session after a turn; returns why it could not, or None."""
+
+
+@dataclass(frozen=True)
+class RealSide:
+    """A twinned turn's real side, as an event among the engine's: ``observation`` is
+    reality's answer when it came; None says the world model has answered and the turn
+    waits for reality."""
+
+    observation: RealObservation | None
 
 
 @dataclass
@@ -57,6 +67,9 @@ class TurnUpdate:
     phase: str | None = None
     """"reading prompt 40%", "reasoning", "answering" when it changed."""
     prompt: PromptBuilt | None = None
+    real: RealObservation | None = None
+    """Reality's answer to a twinned turn, when it came in this update (raw: sanitize
+    before display, like model output)."""
     finished: Finished | None = None
     """A turn's last event: the turn is recorded and saved by the time an update has it."""
     final: object = None
@@ -169,6 +182,12 @@ class StreamRun:
             elif kind is PromptBuilt:
                 assert isinstance(event, PromptBuilt)
                 update.prompt = event
+            elif kind is RealSide:
+                assert isinstance(event, RealSide)
+                if event.observation is None:
+                    update.phase = "waiting for reality"
+                else:
+                    update.real = event.observation
             elif self.is_final(event):
                 self.complete()
                 update.final = event
@@ -235,6 +254,8 @@ class TurnRun(StreamRun):
         """When the engine began this turn (0 while it waits in the queue)."""
         self.prompt: PromptBuilt | None = None
         self.save_error: str | None = None
+        self.reality: dict[str, Any] | None = None
+        """A twinned turn's reality record, recorded with the turn (see ``ShadowRun``)."""
 
     def is_final(self, event: object) -> bool:
         return type(event) is Finished
@@ -260,9 +281,17 @@ class TurnRun(StreamRun):
         assert isinstance(event, Finished)
         if self.prompt is not None:
             self.turn.omitted_turns = self.prompt.omitted_turns
-        record(self.session, self.turn, event, started=self.prompt is not None)
+        record(
+            self.session, self.turn, event, started=self.prompt is not None, reality=self.reality
+        )
         if self.save is not None:
             self.save_error = self.save(self.session)
+
+    @property
+    def delivered(self) -> str:
+        """What the agent receives for this turn once it is recorded: reality's answer
+        when a twin's was delivered, else the prediction (raw: sanitize before display)."""
+        return self.turn.shown_text
 
     @property
     def finished(self) -> Finished | None:

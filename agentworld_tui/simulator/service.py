@@ -9,14 +9,19 @@ them has turn logic of its own.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.simulator.queue import CallJob, EngineQueue
 from agentworld_tui.simulator.run import Home, Saver, TurnRun
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.session import Session, Turn
+
+if TYPE_CHECKING:
+    from agentworld_tui.simulator.shadow import Shadow
 
 BUSY = "a turn is still running: stop it first"
 
@@ -78,8 +83,6 @@ class Simulator:
 
     def load_and_wait(self, engine: Engine | None = None) -> str | None:
         """Load (or switch to ``engine``) and wait; returns the error, or None."""
-        import threading
-
         done = threading.Event()
         self.load(on_done=lambda _error: done.set(), engine=engine)
         done.wait()
@@ -120,11 +123,38 @@ class Simulator:
         owner: str = "",
         save: Saver | None = None,
         home: Home | None = None,
+        shadow: Shadow | None = None,
     ) -> TurnRun:
-        """Begin a turn for ``action`` and queue it; raises SimulatorError when it cannot."""
+        """Begin a turn for ``action`` and queue it; raises SimulatorError when it cannot.
+
+        With a ``shadow``, the twin carries the action out too, at the same time; the run
+        (a ``ShadowRun``) completes when both sides are in (see ``simulator.shadow``)."""
         self._check(session)
+        if shadow is None:
+            turn = session.begin_turn(action)
+            return self._submit(session, turn, params, owner, save, home)
+        if shadow.runner.domain != session.domain.name:
+            raise SimulatorError(
+                f"the twin is a {shadow.runner.domain} twin; this session simulates "
+                f"{session.domain.name}"
+            )
+        from agentworld_tui.simulator.shadow import ShadowRun
+
         turn = session.begin_turn(action)
-        return self._submit(session, turn, params, owner, save, home)
+        if session.twin is None:
+            session.twin = shadow.describe()
+        real = shadow.runner.submit_act(turn.action)
+        run = ShadowRun(
+            session,
+            turn,
+            params or self.params,
+            deliver=shadow.deliver,
+            real=real,
+            owner=owner,
+            save=save,
+            home=home if home is not None else self.home,
+        )
+        return self._track(session, run)
 
     def retry(
         self,
@@ -135,12 +165,27 @@ class Simulator:
         save: Saver | None = None,
         home: Home | None = None,
     ) -> TurnRun:
-        """Ask again for the last turn (its earlier answer stays among its attempts)."""
+        """Ask again for the last turn (its earlier answer stays among its attempts). A
+        twinned turn is not carried out in reality again: the new prediction is compared
+        with the real answer it has."""
         self._check(session)
         if not session.turns:
             raise SimulatorError("there is no turn to retry")
         turn = session.retry()
-        return self._submit(session, turn, params, owner, save, home)
+        if turn.reality is None:
+            return self._submit(session, turn, params, owner, save, home)
+        from agentworld_tui.simulator.shadow import ShadowRun
+
+        run = ShadowRun(
+            session,
+            turn,
+            params or self.params,
+            deliver="real" if turn.reality.get("delivered") == "real" else "sim",
+            owner=owner,
+            save=save,
+            home=home if home is not None else self.home,
+        )
+        return self._track(session, run)
 
     def resume(
         self,
@@ -192,6 +237,10 @@ class Simulator:
             save=save,
             home=home if home is not None else self.home,
         )
+        return self._track(session, run)
+
+    def _track(self, session: Session, run: TurnRun) -> TurnRun:
+        """Count the session busy until ``run`` is recorded, and queue its generation."""
         key = id(session)
         self._runs[key] = run
 

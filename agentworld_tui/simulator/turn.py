@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from agentworld_tui.engines.base import (
     Engine,
     EngineError,
     EngineEvent,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -67,9 +69,10 @@ def outcome(event: Finished, *, started: bool = True) -> tuple[TurnStatus, str]:
     return "complete", ""
 
 
-def failed(message: str) -> Finished:
+def failed(message: str, kind: ErrorKind = ErrorKind.FAILED) -> Finished:
     """The last event of a turn that could not run."""
-    return Finished("", "", False, GenerationStats(stop_reason="error"), error=message)
+    stats = GenerationStats(stop_reason="error")
+    return Finished("", "", False, stats, error=message, error_kind=kind)
 
 
 def generate(
@@ -95,14 +98,22 @@ def generate(
             yield event
     except EngineError as exc:
         log.warning("a turn failed: %s", exc)
-        finished = failed(str(exc))
+        finished = failed(str(exc), exc.kind)
     if finished is None:  # the engine ended without its final event
         finished = Finished("", "", False, GenerationStats(stop_reason="cancelled"))
     yield finished
 
 
-def record(session: Session, turn: Turn, event: Finished, *, started: bool = True) -> None:
-    """Write a finished generation into its turn (on the session's thread)."""
+def record(
+    session: Session,
+    turn: Turn,
+    event: Finished,
+    *,
+    started: bool = True,
+    reality: dict[str, Any] | None = None,
+) -> None:
+    """Write a finished generation into its turn (on the session's thread), with a twinned
+    turn's reality record when there is one."""
     status, note = outcome(event, started=started)
     if event.notice:
         note = f"{note}; {event.notice}" if note else event.notice
@@ -115,6 +126,7 @@ def record(session: Session, turn: Turn, event: Finished, *, started: bool = Tru
         stats=event.stats.to_dict(),
         raw=event.raw,
         extraction=event.extraction,
+        reality=reality,
     )
 
 

@@ -88,8 +88,10 @@ class ModelLoading:
         app.push_screen(ModelPicker(engine=engine), self.use)
 
     def use(self, path: Path | None) -> None:
-        """Load ``path`` in place of the current model and remember it in the settings
-        (only that key of the settings file changes)."""
+        """Load ``path`` in place of the current model and, once it has loaded, remember it
+        in the settings (only that key of the settings file changes). A model that fails
+        to load (llama.cpp crashed on it in its trial) is never saved: every later start
+        would fail."""
         app = self.app
         app.call_after_refresh(app.focus_editor)
         if path is None:
@@ -98,19 +100,27 @@ class ModelLoading:
 
         try:
             check_gguf(Path(path).expanduser())
-        except EngineError as exc:  # never saved: every later start would fail
+        except EngineError as exc:
             app.notify(str(exc), title="Model", severity="error", timeout=15)
             return
         settings = app.settings
+        before = settings.model.path, settings.server.url
         settings.model.path = str(path)
         settings.server.url = ""
+
+        def loaded(error: str | None) -> None:
+            if error is None:
+                self._remember()
+            else:
+                settings.model.path, settings.server.url = before
+
         try:
             engine = make_engine(settings.engine_spec())
         except EngineError as exc:
+            loaded(str(exc))
             app.notify(str(exc), severity="error")
             return
-        self._remember()
-        self.switch(engine)
+        self.switch(engine, loaded)
 
     def switch(self, engine: Engine, then: Callable[[str | None], None] | None = None) -> None:
         """Load ``engine`` in place of the current one; ``then`` is told the outcome on

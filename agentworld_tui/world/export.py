@@ -9,7 +9,13 @@ observation; an evaluator that sends ``system_str``, then ``prompt[i]`` / ``resp
 every ``i < turn_idx - 1``, then ``current_prompt``, sends the very messages the app sent.
 
 Turns without an observation (no answer, an error) were never part of any later prompt and
-have no reference to score against, so they have no line and no place in the lists. When
+have no reference to score against, so they have no line and no place in the lists.
+
+A twinned session (turns that carry what a real twin answered) is exported as a benchmark
+of reality: every observation in ``response`` is the real one where the twin answered,
+and only the turns it answered have a line, so ``agentworld bench`` scores any world model
+against what the user's own tools really did. Its lists hold every turn that was shown or
+that reality answered. When
 the oldest turns did not fit a turn's context, that turn's lists start after them, so its
 ``turn_idx`` counts from there. ``id`` is text: the session id, branch and turn number.
 
@@ -55,16 +61,33 @@ def sent_messages(session: Session, turn: Turn) -> list[Message]:
     messages: list[Message] = [{"role": "system", "content": session.system_prompt}]
     for t in sent_history(session, turn):
         messages.append({"role": "user", "content": t.user_message})
-        messages.append({"role": "assistant", "content": t.observation})
+        messages.append({"role": "assistant", "content": t.shown_text})
     messages.append({"role": "user", "content": turn.user_message})
     return messages
 
 
+def real_text(turn: Turn) -> str | None:
+    """What the twin answered for ``turn``; None when it was not twinned or reality gave
+    no answer (the twin failed, timed out or was gone)."""
+    real = (turn.reality or {}).get("real")
+    if not isinstance(real, dict) or real.get("status") != "ok":
+        return None
+    return str(real.get("text", ""))
+
+
 def benchmark_records(session: Session) -> list[dict[str, Any]]:
-    """One AgentWorldBench sample per turn that has an observation, oldest first."""
-    shown = [t for t in session.turns if t.shown]
+    """One AgentWorldBench sample per turn that has an observation (in a twinned session,
+    a real one), oldest first."""
+    twinned = any(t.reality is not None for t in session.turns)
+    if twinned:
+        shown = [t for t in session.turns if t.shown or real_text(t) is not None]
+    else:
+        shown = [t for t in session.turns if t.shown]
+    responses = {t.number: _reference(t) for t in shown}
     records: list[dict[str, Any]] = []
     for position, turn in enumerate(shown):
+        if twinned and real_text(turn) is None:
+            continue
         start = min(turn.omitted_turns, position)
         trajectory = shown[start:]
         records.append(
@@ -72,7 +95,7 @@ def benchmark_records(session: Session) -> list[dict[str, Any]]:
                 "task": session.domain.name,
                 "id": f"{session.id}-b{session.branch_id}-t{turn.number}",
                 "prompt": [t.user_message for t in trajectory],
-                "response": [t.observation for t in trajectory],
+                "response": [responses[t.number] for t in trajectory],
                 "current_prompt": turn.user_message,
                 "system_str": session.system_prompt,
                 "turn_idx": position - start + 1,
@@ -80,6 +103,11 @@ def benchmark_records(session: Session) -> list[dict[str, Any]]:
             }
         )
     return records
+
+
+def _reference(turn: Turn) -> str:
+    real = real_text(turn)
+    return turn.shown_text if real is None else real
 
 
 def agentworldbench_jsonl(sessions: Iterable[Session]) -> str:
@@ -168,7 +196,52 @@ def _session_markdown(session: Session, reasoning: bool) -> str:
             lines.append(f"*{len(turn.attempts)} earlier answer(s) to this action kept.*")
         if turn.judgement:
             lines.append(_judgement_line(turn.judgement))
+        if turn.reality is not None:
+            lines.extend(_reality_lines(turn.reality))
+    if session.twin is not None:
+        lines.append(_twin_line(session.twin))
     return "\n\n".join(lines)
+
+
+def _reality_lines(reality: dict[str, Any]) -> list[str]:
+    real = reality.get("real") or {}
+    status = str(real.get("status", ""))
+    head = (
+        "**Reality** (delivered to the agent)"
+        if reality.get("delivered") == "real"
+        else ("**Reality**")
+    )
+    if status == "ok":
+        out = [f"{head}:\n\n" + _fence(str(real.get("text", "")))]
+    else:
+        out = [f"*{head.strip('*')}: {_inline(status)}: {_inline(str(real.get('error', '')))}*"]
+    divergence = reality.get("divergence")
+    if isinstance(divergence, dict):
+        verdict = "diverged" if divergence.get("diverged") else "matched"
+        out.append(f"*Divergence {float(divergence.get('score', 0)):.3f}: {verdict}.*")
+    if reality.get("judgement"):
+        out.append(
+            _judgement_line(reality["judgement"]).replace("*Judged", "*Judged against reality", 1)
+        )
+    return out
+
+
+def _twin_line(twin: dict[str, Any]) -> str:
+    parts = [
+        f"*Twin: {_inline(str(twin.get('domain', '')))} ({_inline(str(twin.get('kind', '')))})"
+    ]
+    figures = twin.get("figures")
+    if isinstance(figures, dict):
+        share = figures.get("diverged_share")
+        if isinstance(share, int | float):
+            parts.append(f"{share:.0%} of {figures.get('steps', 0)} steps diverged")
+        if figures.get("first_divergence") is not None:
+            parts.append(f"first at turn {figures['first_divergence']}")
+        if figures.get("check_passed") is not None:
+            parts.append("the check passed" if figures["check_passed"] else "the check failed")
+        if figures.get("deceived"):
+            parts.append("deceived: the agent said done")
+    return ", ".join(parts) + ".*"
 
 
 def _judgement_line(data: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ message instead, so numbers are limited in length and nesting in depth while par
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 100
@@ -84,3 +85,23 @@ def check_bounds(
 
 def _too_long(chars: int, limit: int) -> str:
     return f"a number of {chars:,} characters (at most {limit})"
+
+
+def outside_strings(text: str, start: int = 0) -> Iterator[int]:
+    """The offsets, from ``start``, of the characters of ``text`` that are not inside a JSON
+    string (nor its quotes): where brackets, commas and literals of JSON-like text are
+    looked for without parsing it."""
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        else:
+            yield i

@@ -80,7 +80,7 @@ class Verdict:
     """No answer came (the judge engine failed or was stopped): worth asking again. An
     answer that came but could not be read is final."""
     official: OfficialVerdict | None = None
-    """The same answer read by the official evaluator's rules (world/verdict.py): what a
+    """The same answer read by the official evaluator's rules (judging/official.py): what a
     bench score counts. ``judgement`` is the project's stricter reading of it."""
     attempts: int = 0
     """Requests made to get this verdict (a judge asked again when its answer was

@@ -9,6 +9,7 @@ the shipped template is used.
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,8 +67,6 @@ def load_template(domain: str, kind: str = "system_prompt") -> PromptTemplate:
 
 def load_scenarios(domain: str) -> tuple[list[Scenario], list[str]]:
     """The domain's ready scenarios: shipped ones, then the user's own (same name replaces)."""
-    import tomllib
-
     problems: list[str] = []
     found: dict[str, Scenario] = {}
     sources: list[tuple[str, str | None]] = []

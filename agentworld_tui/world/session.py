@@ -64,10 +64,33 @@ class Turn:
     """The model's output as generated, tags and all (the observation is extracted from it)."""
     extraction: str = ""
     """What the extraction left out, when it did ("2 observation blocks: showing the last")."""
+    reality: dict[str, Any] | None = None
+    """What the twin answered for this action, in a twinned session: ``real`` (the twin's
+    ``RealObservation.to_dict()``), ``divergence`` (of ``observation`` from it; None when
+    reality gave no answer to compare), ``delivered`` ("real" or "sim": the side the agent
+    received) and, once judged, ``judgement`` (a verdict with the real side as the
+    reference). Plain data: the world knows no twin."""
+
+    @property
+    def delivered_real(self) -> bool:
+        """Whether the agent received reality's answer for this turn."""
+        return self.reality is not None and self.reality.get("delivered") == "real"
+
+    @property
+    def shown_text(self) -> str:
+        """What the agent received for this turn, and so what later prompts show for it:
+        reality's answer when that was delivered, else the prediction. ``observation``
+        stays what the model predicted."""
+        if self.delivered_real:
+            assert self.reality is not None
+            return str(self.reality.get("real", {}).get("text", ""))
+        return self.observation
 
     @property
     def shown(self) -> bool:
         """Whether this turn has an observation that later turns build on."""
+        if self.delivered_real:
+            return True
         return self.status in ("complete", "interrupted") and bool(self.observation)
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +110,7 @@ class Turn:
             "judgement": self.judgement,
             "raw": self.raw,
             "extraction": self.extraction,
-        }
+        } | ({"reality": self.reality} if self.reality is not None else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
@@ -107,6 +130,7 @@ class Turn:
             judgement=dict(data["judgement"]) if data.get("judgement") else None,
             raw=str(data.get("raw") or ""),
             extraction=str(data.get("extraction") or ""),
+            reality=dict(data["reality"]) if data.get("reality") else None,
         )
 
 
@@ -209,6 +233,15 @@ class Branch:
         )
 
 
+def _prediction_figures(turn: Turn) -> dict[str, Any]:
+    """What of a twinned turn's reality record belongs to its prediction (the divergence,
+    the judgement against reality), kept with the prediction among the attempts."""
+    if turn.reality is None:
+        return {}
+    kept = {k: turn.reality[k] for k in ("divergence", "judgement") if turn.reality.get(k)}
+    return {"reality": kept} if kept else {}
+
+
 def _same_turn(a: Turn, b: Turn) -> bool:
     return (a.user_message, a.observation, a.status) == (b.user_message, b.observation, b.status)
 
@@ -231,6 +264,11 @@ class Session:
     """The control instruction for the next turn (kept after it when persistent)."""
     world: FictionalWorld | None = None
     """A fictional world that every turn's simulation instruction carries (panes opt in)."""
+    twin: dict[str, Any] | None = None
+    """The real twin beside this session, in a twinned session: what it is (``domain``,
+    ``kind``, its sandbox or server, never a secret), the side delivered to the agent,
+    and at the episode's end the task's ``check`` (command and result) and the episode's
+    ``figures``. Plain data: the world knows no twin."""
 
     def __post_init__(self) -> None:
         if not any(b.id == self.branch_id for b in self.branches):
@@ -279,9 +317,14 @@ class Session:
                     "raw": turn.raw,
                     "extraction": turn.extraction,
                 }
+                | _prediction_figures(turn)
             )
         turn.observation = turn.reasoning = turn.note = turn.raw = turn.extraction = ""
         turn.status, turn.stats = "pending", {}
+        if turn.reality is not None:  # reality answered once; only the prediction is new
+            turn.reality = {
+                k: v for k, v in turn.reality.items() if k not in ("divergence", "judgement")
+            }
         return turn
 
     def undo(self) -> Turn | None:
@@ -348,7 +391,7 @@ class Session:
         """What ``turn`` sends, as an immutable snapshot: the engine's thread fits it to the
         context while this session's own thread goes on owning (and changing) the session."""
         earlier = tuple(
-            (t.user_message, t.observation) for t in self.turns[: turn.number - 1] if t.shown
+            (t.user_message, t.shown_text) for t in self.turns[: turn.number - 1] if t.shown
         )
         return Conversation(self.system_prompt, earlier, turn.user_message)
 
@@ -373,11 +416,16 @@ class Session:
         stats: dict[str, Any] | None = None,
         raw: str = "",
         extraction: str = "",
+        reality: dict[str, Any] | None = None,
     ) -> None:
+        """Record a finished turn; ``reality`` (a twinned turn's record) replaces the
+        turn's when given, and leaves it as it was when not."""
         turn.observation, turn.reasoning = observation, reasoning
         turn.status, turn.note = status, note
         turn.stats = dict(stats or {})
         turn.raw, turn.extraction = raw, extraction
+        if reality is not None:
+            turn.reality = reality
 
     # -- editing history --------------------------------------------------------------------
     @property
@@ -420,6 +468,7 @@ class Session:
                 "raw": turn.raw,
                 "extraction": turn.extraction,
             }
+            | _prediction_figures(turn)
         )
         turn.observation = str(chosen.get("observation", ""))
         turn.reasoning = str(chosen.get("reasoning", ""))
@@ -428,6 +477,11 @@ class Session:
         turn.stats = dict(chosen.get("stats", {}))
         turn.raw = str(chosen.get("raw") or "")
         turn.extraction = str(chosen.get("extraction") or "")
+        if turn.reality is not None:
+            figures = chosen.get("reality") or {}
+            turn.reality = {
+                k: v for k, v in turn.reality.items() if k not in ("divergence", "judgement")
+            } | {k: figures[k] for k in ("divergence", "judgement") if figures.get(k)}
         return turn
 
     def fork(self, number: int, action: Action | None = None) -> Turn:
@@ -519,7 +573,7 @@ class Session:
             "branches": [b.to_dict(with_turns=b.id != self.branch_id) for b in self.branches],
             "control": self.control.to_dict() if self.control is not None else None,
             "world": self.world.to_dict() if self.world is not None else None,
-        }
+        } | ({"twin": self.twin} if self.twin is not None else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], domain: Domain) -> Session:
@@ -543,6 +597,7 @@ class Session:
             branch_id=shown,
             control=ControlInstruction.from_dict(data["control"]) if data.get("control") else None,
             world=world_from_dict(data["world"]) if data.get("world") else None,
+            twin=dict(data["twin"]) if data.get("twin") else None,
         )
 
 

@@ -91,10 +91,15 @@ class SessionLock:
             write_atomic(self.owner_path, json.dumps(note).encode("utf-8"))
 
     def release(self) -> None:
+        """Let the lock go, and its files with it: the lock file is removed while it is
+        still held (a program that opened it meanwhile sees it was removed, and takes a
+        new one), so no empty ``.lock`` file stays behind."""
         if not self.held:
             return
         with contextlib.suppress(OSError):
             self.owner_path.unlink()
+        with contextlib.suppress(OSError):
+            self.lock_path.unlink()
         self._lock.release(force=True)
 
 

@@ -188,6 +188,12 @@ class ObservationSplitter:
             return f"{THINK_OPEN}{''.join(self._raw_reasoning)}{THINK_CLOSE}{answer}"
         return answer
 
+    @property
+    def content(self) -> str | None:
+        """The answer text alone when a server sent the reasoning apart (its ``content``
+        field), None when the reasoning came inline."""
+        return "".join(self._raw) if self._reasoning_apart else None
+
     def feed_reasoning(self, text: str) -> str:
         """Take reasoning that a server sent apart from the answer (its reasoning field).
 

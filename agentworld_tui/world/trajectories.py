@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,33 +154,61 @@ def benchmark_files(path: Path) -> list[Path]:
 def load_benchmark(path: Path) -> BenchmarkSet:
     """Read a benchmark file or folder; bad lines are skipped and reported."""
     samples: list[Sample] = []
-    problems: list[str] = []
-    skipped = 0
+    bad = BadLines()
     for file in benchmark_files(path):
         fallback = file.name.removesuffix(".jsonl").removesuffix("_test")
-        try:
-            handle = file.open(encoding="utf-8")
-        except OSError as exc:
-            raise TrajectoryError(f"{file}: cannot read ({exc.strerror or exc})") from None
-        with handle:
-            try:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        samples.append(parse_sample(line, fallback, f"{file.name}:{number}"))
-                    except TrajectoryError as exc:
-                        skipped += 1
-                        if len(problems) < MAX_PROBLEMS:
-                            problems.append(str(exc))
-            except UnicodeDecodeError:
-                raise TrajectoryError(f"{file}: not UTF-8 text") from None
-    if skipped > len(problems):
-        problems.append(f"{skipped - len(problems)} more bad lines skipped")
+        samples.extend(read_samples(file, fallback, bad))
+    problems = bad.summary()
     if not samples:
         why = f" ({problems[0]})" if problems else ""
         raise TrajectoryError(f"{path}: no benchmark samples found{why}")
     return BenchmarkSet(group_trajectories(samples), len(samples), problems)
+
+
+@dataclass
+class BadLines:
+    """Lines of JSONL files that were skipped: the first ``limit`` said, the rest counted."""
+
+    limit: int = MAX_PROBLEMS
+    said: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, problem: str) -> None:
+        self.count += 1
+        if len(self.said) < self.limit:
+            self.said.append(problem)
+
+    def summary(self) -> list[str]:
+        more = self.count - len(self.said)
+        return [*self.said, f"{more} more bad lines skipped"] if more else list(self.said)
+
+
+def jsonl_lines(file: Path) -> Iterator[tuple[str, str]]:
+    """Each line of a JSONL file that is not blank, with where it is (``name:line``), in
+    order; raises TrajectoryError when the file cannot be read or is not UTF-8 text."""
+    try:
+        handle = file.open(encoding="utf-8")
+    except OSError as exc:
+        raise TrajectoryError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    with handle:
+        try:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    yield f"{file.name}:{number}", line
+        except UnicodeDecodeError:
+            raise TrajectoryError(f"{file}: not UTF-8 text") from None
+
+
+def read_samples(file: Path, default_task: str, bad: BadLines) -> Iterator[Sample]:
+    """The samples of one benchmark file, in order; a line that is not one is skipped and
+    said in ``bad``. Raises TrajectoryError as ``jsonl_lines`` does."""
+    for source, line in jsonl_lines(file):
+        try:
+            sample = parse_sample(line, default_task, source)
+        except TrajectoryError as exc:
+            bad.add(str(exc))
+            continue
+        yield sample
 
 
 def parse_sample(line: str, default_task: str = "", source: str = "") -> Sample:

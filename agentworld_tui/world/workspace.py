@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import threading
 import time
@@ -25,23 +24,20 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from agentworld_tui import __version__
 from agentworld_tui.world.domain import DOMAINS, Domain
 from agentworld_tui.world.json_input import JsonInputError, check_bounds, parse_json
 from agentworld_tui.world.sanitize import sanitize
-from agentworld_tui.world.session import Session, TurnStatus
+from agentworld_tui.world.session import Session
 from agentworld_tui.world.session_lock import Holder, LockHeld, SessionLock
 from agentworld_tui.world.store import real_path, write_atomic
 
 FILE_FORMAT = "agentworld-session"
 SCHEMA_VERSION = 1
 """Raise when the layout changes in a way older versions cannot read."""
-TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
 STOPPED_NOTE = "the app stopped before this turn finished"
-LATEST_TIME = 253402300799.0
-"""The last second of the year 9999: a later time cannot be shown as a date."""
 
 DomainLookup = Callable[[str], Domain]
 
@@ -426,7 +422,7 @@ def workspace_from_json(
     except WorkspaceError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
-        # The checks below are meant to catch every bad shape first; should one slip
+        # The models of session_file are meant to catch every bad shape first; should one slip
         # through, the user still gets a message and the file is still left alone.
         raise WorkspaceError(f"{where}: damaged ({type(exc).__name__}: {exc})") from None
 
@@ -434,9 +430,11 @@ def workspace_from_json(
 def workspace_from_dict(
     data: Any, domains: DomainLookup | None = None, where: str = "session file"
 ) -> Workspace:
-    """Check ``data`` in full, then build the workspace; raises WorkspaceError."""
+    """Check ``data`` in full (``session_file``), then build the workspace; raises
+    WorkspaceError."""
+    from agentworld_tui.world.session_file import problem_in
+
     lookup = domains or _registered_domain
-    check = _Checker(where)
     if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
         raise WorkspaceError(f"{where}: not an agentworld session file")
     schema = data.get("schema")
@@ -449,15 +447,11 @@ def workspace_from_dict(
             f"{where}: saved{by} in session format {schema}; this version "
             f"({__version__}) reads format {SCHEMA_VERSION} or older: upgrade agentworld to open it"
         )
-    check.text(data, "name", optional=True)
-    check.moment(data, "created", optional=True)
-    check.moment(data, "updated", optional=True)
-    check.whole(data, "active_tab", optional=True)
-    check.mapping(data, "ui", optional=True)
-    tabs = check.array(data, "tabs")
+    problem = problem_in(data)
+    if problem is not None:
+        raise WorkspaceError(f"{where}: damaged ({problem})")
     sessions: list[Session] = []
-    for i, tab in enumerate(tabs):
-        check.session(tab, f"tabs[{i}]")
+    for i, tab in enumerate(data["tabs"]):
         name = tab["domain"]
         try:
             domain = lookup(name)
@@ -492,265 +486,6 @@ def workspace_from_dict(
 
 def _registered_domain(name: str) -> Domain:
     return DOMAINS[name]
-
-
-class _Checker:
-    """Type checks with the path of the offending value in the message."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def fail(self, path: str, expected: str, value: Any) -> WorkspaceError:
-        got = "nothing" if value is _MISSING else type(value).__name__
-        got = {"str": "text", "dict": "an object", "list": "a list", "NoneType": "null"}.get(
-            got, got
-        )
-        return WorkspaceError(f"{self.where}: damaged ({path}: expected {expected}, got {got})")
-
-    def _get(self, obj: dict[str, Any], key: str, optional: bool) -> Any:
-        return obj.get(key, None if optional else _MISSING)
-
-    def text(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
-        value = self._get(obj, key, optional)
-        if not (isinstance(value, str) or (optional and value is None)):
-            raise self.fail(_join(path, key), "text", value)
-
-    def number(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
-        value = self._get(obj, key, optional)
-        if optional and value is None:
-            return
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise self.fail(_join(path, key), "a number", value)
-
-    def moment(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
-        """A time in seconds since 1970 that can be shown as a date."""
-        self.number(obj, key, path, optional)
-        value = obj.get(key)
-        if value is not None and not 0 <= value <= LATEST_TIME:
-            raise WorkspaceError(
-                f"{self.where}: damaged ({_join(path, key)}: {value:g} is not a time since 1970 "
-                "before the year 10000)"
-            )
-
-    def flag(self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False) -> None:
-        value = self._get(obj, key, optional)
-        if not (isinstance(value, bool) or (optional and value is None)):
-            raise self.fail(_join(path, key), "true or false", value)
-
-    def whole(
-        self,
-        obj: dict[str, Any],
-        key: str,
-        path: str = "",
-        optional: bool = False,
-        minimum: int | None = None,
-    ) -> None:
-        value = self._get(obj, key, optional)
-        if optional and value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(_join(path, key), "a whole number", value)
-        if minimum is not None and value < minimum:
-            raise WorkspaceError(
-                f"{self.where}: damaged ({_join(path, key)}: {value} is below {minimum})"
-            )
-
-    def mapping(
-        self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False
-    ) -> dict[str, Any]:
-        value = self._get(obj, key, optional)
-        if optional and value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(_join(path, key), "an object", value)
-        return value
-
-    def array(
-        self, obj: dict[str, Any], key: str, path: str = "", optional: bool = False
-    ) -> list[Any]:
-        value = self._get(obj, key, optional)
-        if optional and value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(_join(path, key), "a list", value)
-        return value
-
-    def session(self, tab: Any, path: str) -> None:
-        if not isinstance(tab, dict):
-            raise self.fail(path, "an object", tab)
-        self.text(tab, "domain", path)
-        self.text(tab, "id", path, optional=True)
-        self.moment(tab, "created", path, optional=True)
-        self.text(tab, "system_prompt", path)
-        scenario = self.mapping(tab, "scenario", path)
-        for key in ("name", "title", "description", "state"):
-            self.text(scenario, key, f"{path}.scenario", optional=True)
-        self.mapping(scenario, "extras", f"{path}.scenario", optional=True)
-        self.control(tab, path)
-        if tab.get("world") is not None:
-            from agentworld_tui.world.fictional_world import WorldError, world_from_dict
-
-            try:
-                world_from_dict(tab["world"])
-            except WorldError as exc:
-                raise WorkspaceError(f"{self.where}: damaged ({path}.world: {exc})") from None
-        self.turns(self.array(tab, "turns", path, optional=True), f"{path}.turns")
-        self.whole(tab, "branch", path, optional=True)
-        shown = tab.get("branch", 1)
-        ids: set[int] = set()
-        for i, branch in enumerate(self.array(tab, "branches", path, optional=True)):
-            where = f"{path}.branches[{i}]"
-            if not isinstance(branch, dict):
-                raise self.fail(where, "an object", branch)
-            self.whole(branch, "id", where)
-            if branch["id"] in ids:
-                raise WorkspaceError(f"{self.where}: damaged ({where}: branch id used twice)")
-            ids.add(branch["id"])
-            if branch.get("parent") is not None:
-                self.whole(branch, "parent", where)
-            self.whole(branch, "fork_turn", where, optional=True)
-            self.moment(branch, "created", where, optional=True)
-            if branch["id"] != shown:
-                self.turns(self.array(branch, "turns", where), f"{where}.turns")
-
-    def turns(self, turns: list[Any], path: str) -> None:
-        for i, turn in enumerate(turns):
-            where = f"{path}[{i}]"
-            if not isinstance(turn, dict):
-                raise self.fail(where, "an object", turn)
-            self.whole(turn, "number", where, minimum=1)
-            if turn["number"] != i + 1:
-                raise WorkspaceError(
-                    f"{self.where}: damaged ({where}.number is {turn['number']}, expected {i + 1})"
-                )
-            action = self.mapping(turn, "action", where)
-            self.text(action, "domain", f"{where}.action")
-            if "payload" not in action:
-                raise self.fail(f"{where}.action.payload", "a value", _MISSING)
-            self.text(action, "label", f"{where}.action", optional=True)
-            self.payload(action["payload"], f"{where}.action.payload")
-            self.text(turn, "user_message", where)
-            for key in ("state", "observation", "reasoning", "note", "raw", "extraction"):
-                self.text(turn, key, where, optional=True)
-            self.status(turn, where)
-            self.stats(turn, where)
-            self.whole(turn, "omitted_turns", where, optional=True, minimum=0)
-            self.text(turn, "control", where, optional=True)
-            self.judgement(turn, where)
-            for j, attempt in enumerate(self.array(turn, "attempts", where, optional=True)):
-                self.attempt(attempt, f"{where}.attempts[{j}]")
-
-    def status(self, obj: dict[str, Any], path: str) -> None:
-        status = obj.get("status", "complete")
-        if not isinstance(status, str) or status not in TURN_STATUSES:
-            shown = repr(status)[:60] if isinstance(status, str) else type(status).__name__
-            raise WorkspaceError(
-                f"{self.where}: damaged ({path}.status: {shown} is not one of "
-                f"{', '.join(TURN_STATUSES)})"
-            )
-
-    def stats(self, obj: dict[str, Any], path: str) -> None:
-        """A turn's figures: those the app formats are numbers, the judge's reference is
-        text; figures this version does not know are kept as they are."""
-        stats = self.mapping(obj, "stats", path, optional=True)
-        where = f"{path}.stats"
-        for key in stats:
-            if key in _STATS_NUMBERS:
-                self.number(stats, key, where)
-            elif key in _STATS_TEXTS:
-                self.text(stats, key, where)
-
-    def attempt(self, attempt: Any, path: str) -> None:
-        """An earlier answer to a turn's action; restoring it reads every field below."""
-        if not isinstance(attempt, dict):
-            raise self.fail(path, "an object", attempt)
-        for key in ("observation", "reasoning", "note", "raw", "extraction"):
-            self.text(attempt, key, path, optional=True)
-        self.status(attempt, path)
-        self.stats(attempt, path)
-
-    def judgement(self, turn: dict[str, Any], path: str) -> None:
-        """A verdict as ``judge.Verdict.to_dict`` writes it; the app draws its scores."""
-        verdict = turn.get("judgement")
-        if verdict is None:
-            return
-        where = f"{path}.judgement"
-        if not isinstance(verdict, dict):
-            raise self.fail(where, "an object", verdict)
-        for key in ("error", "judge", "reference", "answer"):
-            self.text(verdict, key, where, optional=True)
-        self.flag(verdict, "engine_failed", where, optional=True)
-        self.stats(verdict, where)
-        found = verdict.get("judgement")
-        if found is None:
-            return
-        inner = f"{where}.judgement"
-        if not isinstance(found, dict):
-            raise self.fail(inner, "an object", found)
-        from agentworld_tui.world.judgement import DIMENSIONS
-
-        scores = self.mapping(found, "scores", inner)
-        for dimension in DIMENSIONS:
-            self.number(scores, dimension, f"{inner}.scores")
-        self.number(found, "total", inner)
-        self.number(found, "normalised", inner)
-        self.text(found, "note", inner, optional=True)
-        for key in ("strengths", "weaknesses"):
-            for k, item in enumerate(self.array(found, key, inner, optional=True)):
-                if not isinstance(item, str):
-                    raise self.fail(f"{inner}.{key}[{k}]", "text", item)
-
-    def control(self, tab: dict[str, Any], path: str) -> None:
-        """The control instruction for a tab's next turn, checked as the app checks one."""
-        control = self.mapping(tab, "control", path, optional=True)
-        if not control:
-            return
-        where = f"{path}.control"
-        self.text(control, "text", where)
-        self.flag(control, "persistent", where, optional=True)
-        self.text(control, "preset", where, optional=True)
-        from agentworld_tui.world.perturbation import ControlError, control_instruction
-
-        try:
-            control_instruction(control["text"])
-        except ControlError as exc:
-            raise WorkspaceError(f"{self.where}: damaged ({where}: {exc})") from None
-
-    def payload(self, payload: Any, path: str) -> None:
-        """A tool call's payload ({"name", "arguments"}, as MCP, Search, SWE and Web write
-        it) has a text name and an object of arguments, which the panes read as such."""
-        if not isinstance(payload, dict):
-            return
-        if "name" in payload:
-            self.text(payload, "name", path)
-        if "arguments" in payload:
-            self.mapping(payload, "arguments", path)
-
-
-_STATS_NUMBERS = frozenset(
-    {
-        "prompt_tokens",
-        "evaluated_prompt_tokens",
-        "generated_tokens",
-        "reasoning_tokens",
-        "time_to_first_token",
-        "tokens_per_second",
-        "elapsed",
-        "n_ctx",
-    }
-)
-"""``GenerationStats``' numbers, formatted by the app wherever a turn's cost is shown."""
-_STATS_TEXTS = frozenset({"stop_reason", "reference"})
-
-_MISSING: Any = object()
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
 
 
 def _one_line(text: str) -> str:

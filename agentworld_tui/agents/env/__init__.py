@@ -1,9 +1,10 @@
 """The simulator as an environment for agents: Python (sync and asyncio), pools of many,
 OpenEnv over HTTP and WebSockets, Gymnasium, and rollouts of a policy model.
 
-    from agentworld_tui.agents.env import Environment
+    from agentworld_tui.agents.env import Environment, GenerationParams
 
-    with Environment("terminal", engine="http://127.0.0.1:8000/v1", scenario="web-server") as env:
+    params = GenerationParams(max_tokens=4096)  # the default lets a step run to 32,768 tokens
+    with Environment("terminal", engine="http://127.0.0.1:8000/v1", params=params) as env:
         first = env.reset()
         step = env.step("df -h\\n")
         print(step.observation.text, step.cost.generated_tokens)
@@ -13,23 +14,13 @@ The OpenEnv server (``openenv_server``) and the Gymnasium adapter (``gym``) need
 comes in only when a local model is used).
 """
 
-from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
-from agentworld_tui.agents.env.environment import (
-    Cost,
-    EnvError,
-    Environment,
-    Observation,
-    PendingStep,
-    SessionFile,
-    StepResult,
-    engine_spec,
-    load_simulator,
-    open_simulator,
-    openai_tool,
-    save_sessions,
-)
+from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
+from agentworld_tui.agents.env.environment import Environment, PendingStep
 from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
+from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
+from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
+from agentworld_tui.agents.env.simulators import engine_spec, load_simulator, open_simulator
 from agentworld_tui.agents.schedule import (
     Decision,
     Rule,
@@ -38,6 +29,7 @@ from agentworld_tui.agents.schedule import (
     load_schedule,
     parse_schedule,
 )
+from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.world.action import ActionError
 
 __all__ = [
@@ -48,6 +40,7 @@ __all__ = [
     "EnvError",
     "Environment",
     "EnvironmentPool",
+    "GenerationParams",
     "Observation",
     "PendingStep",
     "RetryPolicy",

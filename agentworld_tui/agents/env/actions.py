@@ -1,4 +1,5 @@
-"""An agent's action in any of the forms a domain takes, made into a validated Action.
+"""An agent's action in any of the forms a domain takes, made into a validated Action, and
+the tools an agent is offered in the form its model's API takes.
 
 A domain's native forms are its text (a command line, a browser call, Python code, a JSON
 tool call) and that text's JSON value (a keystroke entry list, a tool call object, a phone
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld_tui.domains.agent_tools import agent_action
+from agentworld_tui.domains.tool_call import Tool
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 
@@ -45,6 +47,15 @@ def make_action(domain: Domain, scenario: Scenario, value: object) -> Action:
     raise ActionError(
         f"an action is text, a JSON object or list, or a tool call; got {type(value).__name__}"
     )
+
+
+def openai_tool(tool: Tool) -> dict[str, Any]:
+    """One tool as an OpenAI function tool."""
+    schema = tool.input_schema if tool.input_schema else {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }
 
 
 def _from_value(domain: Domain, scenario: Scenario, value: dict[str, Any] | list[Any]) -> Action:

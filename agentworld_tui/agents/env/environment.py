@@ -7,8 +7,9 @@ takes an agent's action, runs one turn through the simulator service like every 
 front-end, and gives the predicted observation with the reasoning, the turn's status and
 what it cost. ``fork()`` gives an independent environment with the same history: a group
 of episodes that share a prefix, which a local model continues from the model state it
-kept at the fork instead of reading the history again. The ``a``-prefixed twins are the
-same for asyncio code, so that many environments step at once.
+kept at the fork instead of reading the history again. The ``a``-prefixed methods are the
+same for asyncio code, so that many environments step at once: each pair is one plan
+(``plans``), run blocking or awaited.
 
 Environments share an engine by sharing a ``Simulator`` (``EnvironmentPool`` makes one
 for N of them); an environment made from an engine spec owns its simulator and closes it
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -29,275 +29,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
+from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
+from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
+from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy
+from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
+from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
+from agentworld_tui.agents.env.simulators import (
+    EngineInput,
+    Loaded,
+    SharedSimulator,
+    open_simulator,
+)
 from agentworld_tui.agents.schedule import Decision, ScheduleError, joined_control, parse_schedule
-from agentworld_tui.engines.base import Engine, EngineError, GenerationParams
-from agentworld_tui.engines.factory import EngineSpec, make_engine
+from agentworld_tui.domains.agent_tools import agent_tools
+from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Home, Saver, Simulator, SimulatorError, TurnRun, home_on
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
-from agentworld_tui.world.session import Session, Turn, TurnStatus, new_session
+from agentworld_tui.world.session import Session, Turn, new_session
 
 if TYPE_CHECKING:
     from agentworld_tui.domains.tool_call import Tool
     from agentworld_tui.world.fictional_world import FictionalWorld
-    from agentworld_tui.world.workspace import Workspace
 
-__all__ = [
-    "Cost",
-    "EnvError",
-    "Environment",
-    "Observation",
-    "PendingStep",
-    "StepResult",
-    "engine_spec",
-    "open_simulator",
-]
-
-EngineInput = EngineSpec | str | Engine
-"""A GGUF path, a server URL (``http://host:8000/v1``), an ``EngineSpec``, or an engine."""
+__all__ = ["Environment", "PendingStep", "Results"]
 
 
-class EnvError(Exception):
-    """An environment that cannot be made or stepped now; the message is one line."""
-
-
-# -- what a step gives ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Cost:
-    """What one step cost the simulator."""
-
-    prompt_tokens: int = 0
-    evaluated_prompt_tokens: int = 0
-    """Prompt tokens the engine read; the rest came from the model state it kept."""
-    generated_tokens: int = 0
-    reasoning_tokens: int = 0
-    seconds: float = 0.0
-    """Wall time from the step's start to its recorded end: queueing and retries included."""
-    generation_seconds: float = 0.0
-    """The engine's own time for the generation."""
-    retries: int = 0
-    """Requests asked again after a transient server failure."""
-
-    @classmethod
-    def of(cls, stats: dict[str, Any], seconds: float, retries: int = 0) -> Cost:
-        def whole(key: str) -> int:
-            value = stats.get(key, 0)
-            return int(value) if isinstance(value, int | float) else 0
-
-        elapsed = stats.get("elapsed", 0.0)
-        return cls(
-            prompt_tokens=whole("prompt_tokens"),
-            evaluated_prompt_tokens=whole("evaluated_prompt_tokens"),
-            generated_tokens=whole("generated_tokens"),
-            reasoning_tokens=whole("reasoning_tokens"),
-            seconds=seconds,
-            generation_seconds=float(elapsed) if isinstance(elapsed, int | float) else 0.0,
-            retries=retries,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "evaluated_prompt_tokens": self.evaluated_prompt_tokens,
-            "generated_tokens": self.generated_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "seconds": round(self.seconds, 4),
-            "generation_seconds": round(self.generation_seconds, 4),
-            "retries": self.retries,
-        }
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the environment shows: the scenario's state at reset, then each prediction."""
-
-    text: str
-    turn: int = 0
-    """The turn that produced it (0: the starting state)."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """One step: the predicted observation, the reasoning, the status, the cost."""
-
-    observation: Observation
-    reasoning: str
-    status: TurnStatus
-    """"complete", "interrupted" (stopped), "no_answer" or "error"."""
-    note: str
-    """Why the turn is not simply complete ("" when it is)."""
-    cost: Cost
-    action: Action
-    perturbation: str = ""
-    """The control instruction sent with this turn ("" for none)."""
-    preset: str = ""
-    """The perturbation preset it came from ("" for free text or none)."""
-    schedule: tuple[Decision, ...] = ()
-    """The schedule's rules that applied to this turn, each drawn and fired or not."""
-    done: bool = False
-    """The episode reached its step limit."""
-    extraction: str = ""
-    """What the answer's extraction left out, when it did."""
-
-    @property
-    def turn(self) -> int:
-        return self.observation.turn
-
-    @property
-    def failed(self) -> bool:
-        """The simulator gave no usable observation (an engine error, or no answer)."""
-        return self.status in ("error", "no_answer")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "action": self.action.payload,
-            "observation": self.observation.text,
-            "reasoning": self.reasoning,
-            "status": self.status,
-            "note": self.note,
-            "cost": self.cost.to_dict(),
-            "perturbation": self.perturbation,
-            "preset": self.preset,
-            "schedule": [d.to_dict() for d in self.schedule],
-            "done": self.done,
-            "extraction": self.extraction,
-        }
-
-
-# -- engines and simulators -------------------------------------------------------------------
-def engine_spec(
-    engine: EngineSpec | str, *, model: str = "", api_key_env: str = "", n_ctx: int = 0
-) -> EngineSpec:
-    """The spec a path or URL stands for (``http(s)://`` is a server)."""
-    if isinstance(engine, EngineSpec):
-        return engine
-    text = engine.strip()
-    if text.startswith(("http://", "https://")):
-        return EngineSpec(server=text, model=model, api_key_env=api_key_env, n_ctx=n_ctx)
-    return EngineSpec(model_path=text, n_ctx=n_ctx)
-
-
-def open_simulator(
-    engine: EngineInput,
-    *,
-    params: GenerationParams | None = None,
-    concurrency: int = 8,
-    retry: RetryPolicy | None = None,
-) -> Simulator:
-    """A simulator over ``engine`` (not loaded yet: the first step loads it). A server's
-    engine is wrapped so that its transient failures are asked again (``retry``)."""
-    if isinstance(engine, EngineSpec | str):
-        try:
-            made: Engine = make_engine(engine_spec(engine))
-        except EngineError as exc:
-            raise EnvError(str(exc)) from None
-    else:
-        made = engine
-    if made.info.remote and not isinstance(made, RetryingEngine):
-        made = RetryingEngine(made, retry)
-    return Simulator(made, params, concurrency=concurrency)
-
-
-_LOADING = threading.Lock()
-
-
-def simulator_ready(simulator: Simulator) -> bool:
-    """Whether the simulator's engine is loaded and usable (no load needed)."""
-    engine = simulator.engine
-    return engine is not None and engine.loaded and not simulator.engine_error
-
-
-async def aload_simulator(simulator: Simulator) -> None:
-    """``load_simulator`` for asyncio code: a load runs on a thread of its own."""
-    if not simulator_ready(simulator):
-        await asyncio.to_thread(load_simulator, simulator)
-
-
-def load_simulator(simulator: Simulator) -> None:
-    """Load the simulator's engine unless it is loaded; raises EnvError with the reason."""
-    with _LOADING:
-        if simulator_ready(simulator):
-            return
-        if simulator.engine is None:
-            raise EnvError(simulator.problem() or "no model is configured")
-        error = simulator.load_and_wait()
-    if error:
-        raise EnvError(error)
-
-
-class _SharedSimulator:
-    """A simulator and the environments that use it: the last owner to close closes it."""
-
-    def __init__(self, simulator: Simulator, *, owned: bool) -> None:
-        self.simulator = simulator
-        self.owned = owned
-        self.users = 1
-        self._lock = threading.Lock()
-
-    def join(self) -> _SharedSimulator:
-        with self._lock:
-            self.users += 1
-        return self
-
-    def leave(self) -> None:
-        with self._lock:
-            self.users -= 1
-            last = self.users == 0
-        if last and self.owned:
-            self.simulator.close()
-
-
-# -- session files ------------------------------------------------------------------------------
-class SessionFile:
-    """A session file an environment saves its sessions into, a tab each; the file's other
-    tabs are kept as they are."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._workspace: Workspace | None = None
-        self._lock = threading.Lock()
-
-    def save(self, sessions: Sequence[Session]) -> str | None:
-        """Write ``sessions`` (as tabs: replaced where the file has them by id); returns
-        why it could not, or None."""
-        from agentworld_tui.world.workspace import WorkspaceError, open_or_new
-
-        with self._lock:
-            try:
-                if self._workspace is None:
-                    self._workspace = open_or_new(self.path, hold=False)
-                workspace = self._workspace
-                for session in sessions:
-                    if workspace.index_of(session) is not None:
-                        continue
-                    same = next((s for s in workspace.tabs if s.id == session.id), None)
-                    if same is not None:
-                        workspace.replace_tab(same, session)
-                    else:
-                        workspace.add_tab(session)
-                workspace.active_tab = max(0, len(workspace.tabs) - 1)
-                workspace.save()
-            except WorkspaceError as exc:
-                return str(exc)
-            finally:
-                if self._workspace is not None:
-                    self._workspace.close()
-        return None
-
-
-def save_sessions(path: Path, environments: Sequence[Environment]) -> Path:
-    """Save the sessions of ``environments`` into one session file, a tab each (the file
-    ``agentworld --session FILE`` opens); raises EnvError when it cannot be written."""
-    error = SessionFile(Path(path)).save([env.session for env in environments])
-    if error:
-        raise EnvError(error)
-    return Path(path)
-
-
-# -- the environment ----------------------------------------------------------------------------
 class PendingStep:
     """A step on its way: wait for it (``wait``, or ``await result()``), or ``cancel`` it."""
 
@@ -366,6 +124,42 @@ class PendingStep:
         return self._result
 
 
+class Recorded:
+    """A plan's wait for a step left in flight (cancelled, or never waited for) to be
+    recorded, so that the history is settled; cancelling the waiting task waits on."""
+
+    def __init__(self, pending: PendingStep) -> None:
+        self.pending = pending
+
+    def block(self) -> None:
+        self.pending.wait()
+
+    async def wait(self) -> None:
+        await asyncio.shield(self.pending.recorded())
+
+
+class Results:
+    """A plan's wait for steps begun together, their results in the same order.
+    Cancelling the waiting task stops them all, and every turn is recorded, interrupted,
+    before the cancellation goes on."""
+
+    def __init__(self, pending: Sequence[PendingStep]) -> None:
+        self.pending = tuple(pending)
+
+    def block(self) -> list[StepResult]:
+        return [p.wait() for p in self.pending]
+
+    async def wait(self) -> list[StepResult]:
+        try:
+            return list(await asyncio.gather(*(p.result() for p in self.pending)))
+        except asyncio.CancelledError:
+            for p in self.pending:
+                p.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(asyncio.gather(*(p.recorded() for p in self.pending)))
+            raise
+
+
 @dataclass
 class _Episode:
     """What an environment knows of its current episode."""
@@ -420,10 +214,10 @@ class Environment:
         self.params = params
         self.owner = owner or self.domain.name
         if simulator is not None:
-            self._shared = _SharedSimulator(simulator, owned=False)
+            self._shared = SharedSimulator(simulator, owned=False)
         else:
             assert engine is not None
-            self._shared = _SharedSimulator(
+            self._shared = SharedSimulator(
                 open_simulator(engine, params=params, retry=retry), owned=True
             )
         self.session_file = SessionFile(Path(session_file)) if session_file else None
@@ -462,8 +256,6 @@ class Environment:
     @property
     def tools(self) -> list[Tool]:
         """The tools an agent acting here is offered (``domains/agent_tools``)."""
-        from agentworld_tui.domains.agent_tools import agent_tools
-
         try:
             return agent_tools(self.domain, self.scenario)
         except ActionError as exc:
@@ -487,35 +279,20 @@ class Environment:
     ) -> Observation:
         """Start a new episode from the scenario's state (the earlier one stays in the
         session file, when there is one)."""
-        self._check_open()
-        self._settle()
-        load_simulator(self.simulator)
-        return self._new_episode(seed, scenario)
+        return run_blocking(self._reset_plan(seed, scenario))
 
     async def areset(
         self, *, seed: int | None = None, scenario: str | Scenario | None = None
     ) -> Observation:
-        self._check_open()
-        await self._asettle()
-        await aload_simulator(self.simulator)
-        return self._new_episode(seed, scenario)
+        return await run_async(self._reset_plan(seed, scenario))
 
     def step(self, action: ActionInput) -> StepResult:
         """Take ``action``; raises ActionError (the app's message) when the domain refuses
         it: nothing is taken then, and the episode goes on."""
-        self._settle()
-        if self._episode is None:
-            self.reset()
-        return self.begin(action).wait()
+        return run_blocking(self._step_plan(action))
 
     async def astep(self, action: ActionInput) -> StepResult:
-        await self._asettle()
-        if self._episode is None:
-            await self.areset()
-        else:
-            await aload_simulator(self.simulator)
-        pending = self.begin(action, home=home_on(asyncio.get_running_loop()))
-        return await pending.result()
+        return await run_async(self._step_plan(action))
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult:
         """Call one of ``tools`` (an agent's tool call)."""
@@ -523,6 +300,30 @@ class Environment:
 
     async def acall_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult:
         return await self.astep(ToolCall(name, dict(arguments or {})))
+
+    def _reset_plan(self, seed: int | None, scenario: str | Scenario | None) -> Plan[Observation]:
+        """``reset`` and ``areset``: the step left in flight settles, the model is loaded."""
+        self._check_open()
+        yield from self._settle_plan()
+        yield Loaded(self.simulator)
+        return self._new_episode(seed, scenario)
+
+    def _step_plan(self, action: ActionInput) -> Plan[StepResult]:
+        """``step`` and ``astep``: the first step starts an episode."""
+        yield from self._settle_plan()
+        if self._episode is None:
+            yield from self._reset_plan(None, None)
+        else:
+            yield Loaded(self.simulator)
+        home: Home | None = yield HOME
+        results: list[StepResult] = yield Results([self.begin(action, home=home)])
+        return results[0]
+
+    def _settle_plan(self) -> Plan[None]:
+        """Wait for a step that was cancelled or left unwaited, so the history is settled."""
+        episode = self._episode
+        if episode is not None and episode.pending is not None and not episode.pending.done:
+            yield Recorded(episode.pending)
 
     def action(self, value: ActionInput) -> Action:
         """``value`` as a validated action of this domain; raises ActionError."""
@@ -614,8 +415,9 @@ class Environment:
         self._shared.leave()
 
     async def aclose(self) -> None:
+        """``close`` once the step it stops is recorded."""
         self.cancel()
-        await self._asettle()
+        await run_async(self._settle_plan())
         self.close()
 
     def __enter__(self) -> Environment:
@@ -674,17 +476,6 @@ class Environment:
         session.world = self.world
         self._episode = _Episode(session, problems=list(problems))
         return Observation(self.scenario.state, 0)
-
-    def _settle(self) -> None:
-        """Wait for a step that was cancelled or left unwaited, so the history is settled."""
-        episode = self._episode
-        if episode is not None and episode.pending is not None and not episode.pending.done:
-            episode.pending.wait()
-
-    async def _asettle(self) -> None:
-        episode = self._episode
-        if episode is not None and episode.pending is not None and not episode.pending.done:
-            await asyncio.shield(episode.pending.recorded())
 
     def _params(self) -> GenerationParams:
         params = self.params or self.simulator.params
@@ -754,68 +545,3 @@ def _tool_of(action: Action) -> str:
     payload = action.payload
     name = payload.get("name") if isinstance(payload, dict) else None
     return name if isinstance(name, str) else ""
-
-
-# -- names to things ---------------------------------------------------------------------------
-def resolve_domain(domain: str | Domain) -> Domain:
-    if not isinstance(domain, str):
-        return domain
-    from agentworld_tui.domains import get_domain
-
-    try:
-        return get_domain(domain)
-    except KeyError as exc:
-        raise EnvError(str(exc.args[0])) from None
-
-
-def resolve_scenario(domain: Domain, scenario: str | Scenario | None) -> Scenario:
-    """A scenario by name (``prompts/<domain>/scenarios.toml``), from a file, or as given."""
-    if isinstance(scenario, Scenario):
-        return scenario
-    from agentworld_tui.world.prompts import load_scenarios
-
-    found, _problems = load_scenarios(domain.name)
-    if scenario is None:
-        return found[0] if found else Scenario("default", "Default")
-    for item in found:
-        if item.name == scenario:
-            return item
-    path = Path(scenario)
-    if path.suffix.lower() in (".toml", ".json", ".txt") and path.is_file():
-        from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
-
-        try:
-            return load_scenario_file(path)
-        except ScenarioFileError as exc:
-            raise EnvError(str(exc)) from None
-    known = ", ".join(s.name for s in found) or "none"
-    raise EnvError(f"{domain.name} has no scenario {scenario!r} (it has: {known})")
-
-
-def resolve_world(world: str | FictionalWorld | None) -> FictionalWorld | None:
-    """A fictional world by name (shipped or the user's), from a .toml file, or as given."""
-    if world is None or not isinstance(world, str):
-        return world
-    from agentworld_tui.world.fictional_world import WorldError, list_worlds, load_world_file
-
-    path = Path(world)
-    if path.suffix.lower() == ".toml":
-        try:
-            return load_world_file(path)
-        except WorldError as exc:
-            raise EnvError(str(exc)) from None
-    found, _problems = list_worlds()
-    for item in found:
-        if item.name == world:
-            return item
-    known = ", ".join(w.name for w in found) or "none"
-    raise EnvError(f"there is no fictional world {world!r} (there are: {known})")
-
-
-def openai_tool(tool: Tool) -> dict[str, Any]:
-    """One tool as an OpenAI function tool."""
-    schema = tool.input_schema if tool.input_schema else {"type": "object", "properties": {}}
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
-    }

@@ -19,38 +19,127 @@ an observation with the app's message in ``error`` and the episode goes on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+import hashlib
+import json
+import logging
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fastapi.exceptions import RequestValidationError
 from openenv.core.client_types import StepResult as OpenEnvStepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
-from agentworld_tui.agents.env.environment import EnvError, Environment, StepResult
+from agentworld_tui.agents.env.environment import Environment
+from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.scenarios import (
+    resolve_domain,
+    resolve_scenario,
+    resolve_world,
+    scenario_named,
+)
+from agentworld_tui.config import MAX_SEED
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
+from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.fictional_world import FictionalWorld
 
 __all__ = [
     "AgentWorldAction",
     "AgentWorldClient",
     "AgentWorldObservation",
     "AgentWorldState",
+    "ClientError",
+    "EpisodeFiles",
     "OpenEnvSimulation",
     "ServeConfig",
+    "episode_file_name",
     "make_app",
 ]
 
+log = logging.getLogger("agentworld.env")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ClientError(ValueError):
+    """A client asked for something the server does not do: answered 400 over HTTP, an
+    error message over the WebSocket; never a traceback."""
+
+
+class ResetOptions(BaseModel):
+    """What a client may send with a reset, over HTTP and the WebSocket alike. Nothing a
+    client sends names a file: ``scenario`` is the name of one the server offers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
+    episode_id: str | None = Field(default=None, max_length=255)
+    scenario: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+def reset_options(seed: object, episode_id: object, extra: dict[str, Any]) -> ResetOptions:
+    given = {"seed": seed, "episode_id": episode_id, **extra}
+    try:
+        return ResetOptions.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors()[:5]:
+            where = ".".join(str(part) for part in error["loc"]) or "reset"
+            problems.append(
+                f"{where}: not a field of reset (it takes seed, episode_id and scenario)"
+                if error["type"] == "extra_forbidden"
+                else f"{where}: {error['msg']}"
+            )
+        raise ClientError("reset: " + "; ".join(problems)) from None
+
+
+def episode_file_name(episode_id: str) -> str:
+    """The session file an episode id names: readable, and never another id's (a short
+    hash of the exact id follows its safe letters)."""
+    digest = hashlib.sha256(episode_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    readable = _UNSAFE_NAME.sub("-", episode_id)[:60].strip(".-")
+    return f"{readable or 'episode'}-{digest}.json"
+
+
+class EpisodeFiles:
+    """The session files of a server's episodes in one folder: each episode its own file,
+    also when two clients give one episode id, or one client gives it twice (the later
+    episode gets ``-2``, and so on)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._claimed: set[str] = set()
+        """Names taken by episodes whose file is not written yet."""
+        self._lock = threading.Lock()
+
+    def claim(self, episode_id: str | None, session_id: str) -> Path:
+        first = episode_file_name(episode_id) if episode_id else f"{session_id}.json"
+        stem = first.removesuffix(".json")
+        with self._lock:
+            name, n = first, 1
+            while name in self._claimed or (self.folder / name).exists():
+                n += 1
+                name = f"{stem}-{n}.json"
+            self._claimed.add(name)
+        return self.folder / name
+
+    def written(self, path: Path) -> None:
+        """``path`` exists now: the folder itself says it is taken."""
+        with self._lock:
+            self._claimed.discard(path.name)
 
 
 class AgentWorldAction(Action):  # type: ignore[misc]
@@ -87,6 +176,11 @@ class AgentWorldObservation(Observation):  # type: ignore[misc]
     tools: list[dict[str, Any]] = Field(
         default_factory=list, description="the agent tools (OpenAI form), at reset"
     )
+    save_error: str = Field(
+        default="",
+        description="why the episode's session file could not be written (empty: saved, "
+        "or the server keeps no files)",
+    )
 
 
 class AgentWorldState(State):  # type: ignore[misc]
@@ -97,6 +191,9 @@ class AgentWorldState(State):  # type: ignore[misc]
     session_id: str = ""
     turns: int = 0
     done: bool = False
+    session_file: str = ""
+    """The name of the episode's session file in the server's --sessions folder (once
+    its first step is saved)."""
 
 
 @dataclass(frozen=True)
@@ -106,14 +203,17 @@ class ServeConfig:
 
     domain: str
     simulator: Simulator
-    scenario: str | None = None
-    world: str | None = None
+    scenario: str | Scenario | None = None
+    """From the command line: a name or a file (clients choose others by name only)."""
+    world: str | FictionalWorld | None = None
     schedule: object = None
     max_steps: int | None = None
     params: GenerationParams | None = None
     session_dir: Path | None = None
     max_sessions: int = 64
     """WebSocket sessions at once."""
+    files: EpisodeFiles | None = field(default=None, compare=False)
+    """Set by ``make_app`` from ``session_dir``."""
 
 
 class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
@@ -136,19 +236,23 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         )
         self.episode_id: str | None = None
         self._done = False
+        self._file: Path | None = None
 
     # -- OpenEnv's interface ------------------------------------------------------------
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> AgentWorldObservation:
-        first = self.env.reset(seed=seed, scenario=kwargs.get("scenario"))
-        return self._started(episode_id, first.text)
+        options = reset_options(seed, episode_id, kwargs)
+        first = self.env.reset(seed=options.seed, scenario=self._scenario(options.scenario))
+        return self._started(options.episode_id, first.text)
 
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> AgentWorldObservation:
-        first = await self.env.areset(seed=seed, scenario=kwargs.get("scenario"))
-        return self._started(episode_id, first.text)
+        options = reset_options(seed, episode_id, kwargs)
+        scenario = self._scenario(options.scenario)
+        first = await self.env.areset(seed=options.seed, scenario=scenario)
+        return self._started(options.episode_id, first.text)
 
     def step(
         self, action: AgentWorldAction, timeout_s: float | None = None, **kwargs: Any
@@ -189,6 +293,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             session_id=episode.session.id if episode is not None else "",
             turns=len(episode.session.turns) if episode is not None else 0,
             done=self._done,
+            session_file=self._file.name if self._file is not None else "",
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -205,15 +310,28 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self.env.close()
 
     # -- inside -------------------------------------------------------------------------
+    def _scenario(self, name: str | None) -> Scenario | None:
+        """The scenario a client names: the server's own or one of the domain's, by name."""
+        if name is None:
+            return None
+        started = self.config.scenario
+        try:
+            return scenario_named(
+                self.env.domain, name, [started] if isinstance(started, Scenario) else []
+            )
+        except EnvError as exc:
+            raise ClientError(str(exc)) from None
+
     def _started(self, episode_id: str | None, text: str) -> AgentWorldObservation:
         self.episode_id = episode_id
         self._done = False
+        self._file = None
         return AgentWorldObservation(text=text, tools=self.env.openai_tools())
 
     def _observed(self, step: StepResult) -> AgentWorldObservation:
         self._done = step.done
-        self._save()
         return AgentWorldObservation(
+            save_error=self._save(),
             text=step.observation.text,
             turn=step.turn,
             status=step.status,
@@ -237,9 +355,10 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         )
 
     def _timed_out(self, seconds: float) -> AgentWorldObservation:
-        self._save()
+        unsaved = self._save()
         turn = self.env.turns[-1]
         return AgentWorldObservation(
+            save_error=unsaved,
             text=turn.observation,
             turn=turn.number,
             status=turn.status,
@@ -247,15 +366,25 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             reasoning=turn.reasoning,
         )
 
-    def _save(self) -> None:
-        folder = self.config.session_dir
-        if folder is None:
-            return
-        session = self.env.session
-        name = _UNSAFE_NAME.sub("-", self.episode_id or "")[:80].strip(".-")
-        path = folder / f"{name or session.id}.json"
-        with contextlib.suppress(EnvError):
+    def _save(self) -> str:
+        """Write the episode's session file; returns why it could not be ("" when saved
+        or when the server keeps no files)."""
+        files = self.config.files
+        if files is None:
+            return ""
+        first = self._file is None
+        if self._file is None:
+            self._file = files.claim(self.episode_id, self.env.session.id)
+        path = self._file
+        try:
             self.env.save(path)
+        except EnvError as exc:
+            said = f"not saved to {path.name}: {exc}"
+            log.warning("episode %r %s", (self.episode_id or "")[:200], said)
+            return said
+        if first:
+            files.written(path)
+        return ""
 
 
 def _action_of(action: AgentWorldAction) -> ActionInput:
@@ -267,13 +396,60 @@ def _action_of(action: AgentWorldAction) -> ActionInput:
 
 
 def make_app(config: ServeConfig) -> Any:
-    """The FastAPI application OpenEnv builds for the domain (serve it with uvicorn)."""
-    return create_fastapi_app(
+    """The FastAPI application OpenEnv builds for the domain (serve it with uvicorn; put
+    ``agents.guard.GuardedApp`` in front of it). The scenario and world from the command
+    line are read once, here; raises EnvError when they cannot be."""
+    domain = resolve_domain(config.domain)
+    config = replace(
+        config,
+        scenario=resolve_scenario(domain, config.scenario),
+        world=resolve_world(config.world),
+        files=EpisodeFiles(config.session_dir) if config.session_dir is not None else None,
+    )
+    app = create_fastapi_app(
         functools.partial(OpenEnvSimulation, config),
         AgentWorldAction,
         AgentWorldObservation,
         max_concurrent_envs=max(1, config.max_sessions),
     )
+    app.add_exception_handler(ClientError, _refused)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http_error)
+    return app
+
+
+class _EscapedJSON(JSONResponse):
+    """JSON in ASCII: a client's text echoed in an error (a lone surrogate included)
+    cannot break the answer."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+async def _refused(_request: Request, exc: Exception) -> JSONResponse:
+    return _EscapedJSON({"detail": str(exc)}, status_code=400)
+
+
+async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in errors
+    ]
+    return _EscapedJSON({"detail": detail}, status_code=422)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    detail: Any = exc.detail
+    if isinstance(detail, list):  # openenv's action errors: pydantic's, inputs included
+        detail = [
+            {k: v for k, v in item.items() if k in ("loc", "msg", "type")}
+            if isinstance(item, dict)
+            else item
+            for item in detail
+        ]
+    return _EscapedJSON({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
 
 class AgentWorldClient(EnvClient):  # type: ignore[misc]

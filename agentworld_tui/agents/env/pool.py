@@ -12,27 +12,18 @@ in flight; their turns are kept, interrupted.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentworld_tui.agents.env.actions import ActionInput
-from agentworld_tui.agents.env.environment import (
-    EngineInput,
-    EnvError,
-    Environment,
-    Observation,
-    PendingStep,
-    StepResult,
-    aload_simulator,
-    load_simulator,
-    open_simulator,
-)
+from agentworld_tui.agents.env.environment import Environment, PendingStep, Results
+from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
+from agentworld_tui.agents.env.results import EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryPolicy
+from agentworld_tui.agents.env.simulators import EngineInput, Loaded, open_simulator
 from agentworld_tui.engines.base import GenerationParams
-from agentworld_tui.simulator import Home, Simulator, home_on
+from agentworld_tui.simulator import Home, Simulator
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 
@@ -112,31 +103,17 @@ class EnvironmentPool:
 
     # -- batches --------------------------------------------------------------------------
     def reset(self) -> list[Observation]:
-        load_simulator(self.simulator)
-        return [env.reset() for env in self.environments]
+        return run_blocking(self._reset_plan())
 
     async def areset(self) -> list[Observation]:
-        await aload_simulator(self.simulator)
-        return [await env.areset() for env in self.environments]
+        return await run_async(self._reset_plan())
 
     def step(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
         """Step environment ``i`` with ``actions[i]`` (None: leave it be), all at once."""
-        started = self._begin(actions, home=None)
-        return [p.wait() if isinstance(p, PendingStep) else p for p in started]
+        return run_blocking(self._step_plan(actions))
 
     async def astep(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
-        loop = asyncio.get_running_loop()
-        await aload_simulator(self.simulator)
-        started = self._begin(actions, home=home_on(loop))
-        pending = [p for p in started if isinstance(p, PendingStep)]
-        try:
-            done = iter(await asyncio.gather(*(p.result() for p in pending)))
-        except asyncio.CancelledError:
-            self.cancel()  # and every turn recorded, interrupted, before going on
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(asyncio.gather(*(p.recorded() for p in pending)))
-            raise
-        return [next(done) if isinstance(p, PendingStep) else p for p in started]
+        return await run_async(self._step_plan(actions))
 
     def cancel(self) -> int:
         """Stop every step in flight; returns how many were."""
@@ -149,10 +126,10 @@ class EnvironmentPool:
             self.simulator.close()
 
     async def aclose(self) -> None:
+        """``close`` once the steps it stops are recorded."""
         for env in self.environments:
             await env.aclose()
-        if self._owned:
-            self.simulator.close()
+        self.close()
 
     def __enter__(self) -> EnvironmentPool:
         return self
@@ -160,11 +137,21 @@ class EnvironmentPool:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _begin(
-        self, actions: Sequence[ActionInput | None], *, home: Home | None
-    ) -> list[PendingStep | StepOutcome]:
+    # -- one implementation for the blocking and the asyncio methods (``plans``) ----------
+    def _reset_plan(self) -> Plan[list[Observation]]:
+        yield Loaded(self.simulator)
+        first: list[Observation] = []
+        for env in self.environments:
+            first.append((yield from env._reset_plan(None, None)))
+        return first
+
+    def _step_plan(self, actions: Sequence[ActionInput | None]) -> Plan[list[StepOutcome]]:
+        """Every step is begun before any is waited for; the model is loaded first, so a
+        model that cannot load is one EnvError, not a refusal per environment."""
         if len(actions) != len(self.environments):
             raise EnvError(f"{len(actions)} actions for {len(self.environments)} environments")
+        yield Loaded(self.simulator)
+        home: Home | None = yield HOME
         started: list[PendingStep | StepOutcome] = []
         for env, action in zip(self.environments, actions, strict=True):
             if action is None:
@@ -172,8 +159,11 @@ class EnvironmentPool:
                 continue
             try:
                 if env._episode is None:
-                    env.reset()
+                    yield from env._reset_plan(None, None)
                 started.append(env.begin(action, home=home))
             except (ActionError, EnvError) as exc:
                 started.append(exc)
-        return started
+        pending = [p for p in started if isinstance(p, PendingStep)]
+        results: list[StepResult] = yield Results(pending)
+        done = iter(results)
+        return [next(done) if isinstance(p, PendingStep) else p for p in started]

@@ -9,15 +9,14 @@ A failure after tokens came (the stream cut mid-answer) is not asked again: the 
 its partial output and is marked failed. A stop (``GenerationControl.cancel``) ends a pause
 at once.
 
-The remote engine reports failures as text (``Finished.error``); which of them are
-transient is read from the wording ``engines/remote.py`` gives them.
+Which failures are transient is read from their kind (``Finished.error_kind``), which
+the engines set; the wording of ``Finished.error`` is for people and decides nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 import time
 import weakref
@@ -30,6 +29,7 @@ from agentworld_tui.engines.base import (
     Engine,
     EngineEvent,
     EngineInfo,
+    ErrorKind,
     Finished,
     GenerationControl,
     GenerationParams,
@@ -40,11 +40,6 @@ from agentworld_tui.engines.base import (
 
 log = logging.getLogger("agentworld.env.retry")
 
-_TRANSIENT = re.compile(
-    r"connection refused|connection reset|cannot reach|answered HTTP (?:429|5\d\d)\b"
-    r"|aborted the request|ended before the answer was finished",
-    re.IGNORECASE,
-)
 PAUSE_STEP_S = 0.05
 
 
@@ -66,13 +61,13 @@ class RetryPolicy:
 
 
 def is_transient(finished: Finished) -> bool:
-    """A failure worth asking again: no token came, and the server refused, dropped the
-    connection, or answered 429 or 5xx."""
+    """A failure worth asking again: no token came, and its kind is transient (the
+    server refused or dropped the connection, or answered 429 or 5xx)."""
     if not finished.error or finished.stats.generated_tokens:
         return False
     if finished.observation or finished.reasoning or finished.raw:
         return False
-    return bool(_TRANSIENT.search(finished.error))
+    return finished.error_kind is ErrorKind.TRANSIENT
 
 
 class RetryingEngine:

@@ -5,8 +5,10 @@ the runner plays ``episodes`` episodes, up to ``parallel`` at once over one simu
 policy gets the task's instruction and the environment's starting state, and the
 environment's tools (``domains/agent_tools``) as OpenAI tools; each tool call is one step
 of the simulator, and its observation is the call's result. An episode ends when the
-policy answers without a tool call, at the step limit, or when the policy or the simulator
-fails (after their retries).
+policy answers without a tool call, at the step limit (tool calls, refused ones included;
+a task's own ``max_steps`` wins over the run's), or when the policy or the simulator fails
+(after their retries). Whatever else goes wrong inside one episode ends that episode
+(``crashed``, with what happened), never the run.
 
 Every episode is written whole, as the policy saw it (the chat messages, tool calls and
 results) with each step's reasoning, cost, perturbation and an optional judge's score, as
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -30,8 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.agents.env.actions import ToolCall
-from agentworld_tui.agents.env.environment import Environment, StepResult
+from agentworld_tui.agents.env.environment import Environment
+from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario
+from agentworld_tui.agents.env.simulators import aload_simulator
 from agentworld_tui.agents.env.tasks import Task
+from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.evaluation.results import ResultLog, ResultsError
 from agentworld_tui.simulator import Simulator
@@ -41,6 +48,8 @@ from agentworld_tui.world.session import Session, Turn
 if TYPE_CHECKING:
     from agentworld_tui.judging.judge import JudgeSettings
     from agentworld_tui.world.judgement import Verdict
+
+log = logging.getLogger("agentworld.rollout")
 
 EPISODES_FILE = "episodes.jsonl"
 RUN_FILE = "run.json"
@@ -59,6 +68,29 @@ DEFAULT_SYSTEM = (
     "call is one action, and its result is what the environment shows next. When the task "
     "is done, or cannot be done, answer with a short message and no tool call."
 )
+TOOL_CHOICES = ("auto", "required", "none")
+"""The ``tool_choice`` words; any other value names the one tool the policy must call."""
+NO_TOOL_CALL_HINT = (
+    "no episode made a tool call: the policy answered in prose every time. Some policy "
+    "servers ignore the tools unless the request says how to use them: "
+    "llama-cpp-python's server (python -m llama_cpp.server) calls a tool only with "
+    "--chat_format chatml-function-calling and --policy-tool-choice auto, or with "
+    "--policy-tool-choice TOOL under any chat format ('required' fails there with HTTP "
+    "500); llama-server needs --jinja; vLLM needs --enable-auto-tool-choice and "
+    "--tool-call-parser for 'auto'. See docs/training.md, 'Policy servers'."
+)
+THINKING_HINTS = {
+    "end of text": (
+        "the world model ended without closing its reasoning: a server that puts no "
+        "reasoning block before the answer (no reasoning parser, or thinking off in its "
+        "template) needs thinking off here too: --no-thinking, or [generation] "
+        "enable_thinking = false"
+    ),
+    "max tokens": (
+        "the world model reasoned until the token limit: raise --max-tokens, or turn "
+        "thinking off with --no-thinking (faster, lower quality)"
+    ),
+}
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -84,6 +116,17 @@ class PolicySpec:
     timeout: float = 600.0
     retries: int = 3
     """Requests asked again by the client on a connection error, 408, 429 or 5xx."""
+    tool_choice: str = ""
+    """"auto", "required", "none", or the name of the one tool to call; "" sends none
+    (the server's default)."""
+
+    def tool_choice_value(self) -> str | dict[str, Any] | None:
+        """``tool_choice`` as a request carries it (None: left out)."""
+        if not self.tool_choice:
+            return None
+        if self.tool_choice in TOOL_CHOICES:
+            return self.tool_choice
+        return {"type": "function", "function": {"name": self.tool_choice}}
 
 
 @dataclass(frozen=True)
@@ -92,7 +135,7 @@ class RolloutSettings:
     episodes: int = 1
     """Episodes per task."""
     max_steps: int = 20
-    """Tool calls per episode (a task's own ``max_steps`` wins)."""
+    """Tool calls per episode, refused ones included (a task's own ``max_steps`` wins)."""
     parallel: int = 8
     """Episodes played at once."""
     seed: int | None = None
@@ -158,6 +201,9 @@ class Policy:
         import openai
 
         request: dict[str, Any] = {"model": self.model, "messages": messages, "tools": tools}
+        choice = self.spec.tool_choice_value()
+        if choice is not None:
+            request["tool_choice"] = choice
         if self.spec.temperature is not None:
             request["temperature"] = self.spec.temperature
         if self.spec.max_tokens is not None:
@@ -281,6 +327,10 @@ class Summary:
     """Episodes played by this run (the rest were finished before it)."""
     steps: int = 0
     refused: int = 0
+    calling: int = 0
+    """Episodes in which the policy made at least one tool call."""
+    no_answer: dict[str, int] = field(default_factory=dict)
+    """Steps without an answer because the world model stopped while reasoning, by why."""
     simulator_prompt_tokens: int = 0
     simulator_evaluated_tokens: int = 0
     simulator_generated_tokens: int = 0
@@ -300,11 +350,15 @@ class Summary:
         usage = record.get("policy_usage") or {}
         self.policy_prompt_tokens += int(usage.get("prompt_tokens", 0))
         self.policy_completion_tokens += int(usage.get("completion_tokens", 0))
+        self.calling += bool(record.get("steps"))
         for step in record.get("steps", []):
             if step.get("refused"):
                 self.refused += 1
                 continue
             self.steps += 1
+            why = reasoning_cut(step)
+            if why:
+                self.no_answer[why] = self.no_answer.get(why, 0) + 1
             cost = step.get("cost") or {}
             self.simulator_prompt_tokens += int(cost.get("prompt_tokens", 0))
             self.simulator_evaluated_tokens += int(cost.get("evaluated_prompt_tokens", 0))
@@ -328,6 +382,8 @@ class Summary:
             "ends": self.ends,
             "steps": self.steps,
             "refused_actions": self.refused,
+            "episodes_with_tool_calls": self.calling,
+            "no_answer_while_reasoning": self.no_answer,
             "simulator_tokens_per_step": {
                 "prompt": round(self.per_step(self.simulator_prompt_tokens), 1),
                 "evaluated_prompt": round(self.per_step(self.simulator_evaluated_tokens), 1),
@@ -358,6 +414,17 @@ class Summary:
             f"time: {self.seconds:.1f} s, {data['seconds_per_step']:g} s per step",
         ]
 
+    def warnings(self) -> list[str]:
+        """What the run's figures say is likely wrong with the setup, one line each."""
+        said: list[str] = []
+        if self.ends.get("no_tool_call") and not self.calling:
+            said.append(NO_TOOL_CALL_HINT)
+        for why, count in sorted(self.no_answer.items()):
+            said.append(
+                f"{count} step{'s' if count != 1 else ''} gave no answer: {THINKING_HINTS[why]}"
+            )
+        return said
+
 
 # -- the runner ---------------------------------------------------------------------------------
 Progress = Callable[[dict[str, Any]], None]
@@ -374,12 +441,15 @@ class Rollout:
         settings: RolloutSettings,
         *,
         on_episode: Progress | None = None,
+        on_step: Progress | None = None,
     ) -> None:
         self.tasks = list(tasks)
         self.simulator = simulator
         self.policy_spec = policy
         self.settings = settings
         self.on_episode = on_episode or (lambda _record: None)
+        self.on_step = on_step or (lambda _step: None)
+        """Told of every tool call as it ends: the episode's key and the step's record."""
         self.out = settings.out
         self.log = ResultLog(self.out / EPISODES_FILE)
         self.judge = (
@@ -393,6 +463,7 @@ class Rollout:
 
     async def run(self) -> Summary:
         started = time.monotonic()
+        self._check_tool_choice()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / SESSIONS_FOLDER).mkdir(exist_ok=True)
@@ -410,8 +481,6 @@ class Rollout:
         try:
             model = await policy.start()
             self._write_run_file(model)
-            from agentworld_tui.agents.env.environment import aload_simulator
-
             await aload_simulator(self.simulator)
             gate = asyncio.Semaphore(max(1, self.settings.parallel))
 
@@ -450,26 +519,29 @@ class Rollout:
         started = time.time()
         clock = time.monotonic()
         session_path = self.out / SESSIONS_FOLDER / f"{_file_name(task.key)}-{n}.json"
-        if session_path.exists():  # left by a run that stopped mid-episode: kept aside
-            session_path.replace(session_path.with_name(session_path.stem + ".interrupted.json"))
         seed = None if self.settings.seed is None else self.settings.seed + n
-        env = Environment(
-            task.domain,
-            simulator=self.simulator,
-            scenario=task.scenario,
-            world=task.world,
-            schedule=task.schedule,
-            seed=seed,
-            session_file=session_path,
-            owner=key,
-        )
         limit = task.max_steps or self.settings.max_steps
         messages: list[dict[str, Any]] = []
         steps: list[dict[str, Any]] = []
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
         ended, detail = "", ""
         tools: list[dict[str, Any]] = []
+        env: Environment | None = None
         try:
+            if session_path.exists():  # left by a run that stopped mid-episode: kept aside
+                session_path.replace(
+                    session_path.with_name(session_path.stem + ".interrupted.json")
+                )
+            env = Environment(
+                task.domain,
+                simulator=self.simulator,
+                scenario=task.scenario_loaded or task.scenario,
+                world=task.world_loaded or task.world,
+                schedule=task.schedule,
+                seed=seed,
+                session_file=session_path,
+                owner=key,
+            )
             first = await env.areset()
             tools = env.openai_tools()
             system = task.system or DEFAULT_SYSTEM.format(title=env.domain.title)
@@ -497,14 +569,24 @@ class Rollout:
                     record, shown = await self._step(env, call, len(steps) + 1)
                     steps.append(record)
                     messages.append(_tool_result(call.id, shown))
+                    self.on_step({"key": key, **record})
                     if record.get("status") == "error":
                         ended, detail = "simulator_error", str(record.get("note", ""))
                     elif len(steps) >= limit:
-                        ended, detail = "step_limit", f"{limit} steps"
+                        ended, detail = "step_limit", _calls_taken(steps, limit)
+        except EnvError as exc:
+            ended, detail = "simulator_error", str(exc)
+        except Exception as exc:  # one episode's fault ends that episode, not the run
+            log.exception("episode %s failed", key)
+            ended, detail = "crashed", f"{type(exc).__name__}: {_one_line(exc)}"
         finally:
-            await env.aclose()
+            if env is not None:
+                await env.aclose()
+                _drop_lock_file(session_path)
+        session = env._episode.session if env is not None and env._episode is not None else None
         return {
             "key": key,
+            "where": task.where,
             "task": task.to_dict(),
             "episode": n,
             "finished": ended in FINISHED,
@@ -516,8 +598,10 @@ class Rollout:
             "policy_model": policy.model,
             "policy_usage": usage,
             "world_model": self.simulator.engine.info.name if self.simulator.engine else "",
-            "session_file": f"{SESSIONS_FOLDER}/{session_path.name}",
-            "session_id": env._episode.session.id if env._episode is not None else "",
+            "session_file": f"{SESSIONS_FOLDER}/{session_path.name}"
+            if session_path.exists()
+            else None,
+            "session_id": session.id if session is not None else "",
             "seed": seed,
             "started": started,
             "seconds": round(time.monotonic() - clock, 3),
@@ -552,9 +636,26 @@ class Rollout:
             record["judge"] = await self.judge.score(session, turn)
             if env.session_file is not None:
                 env.session_file.save([session])
+        why = reasoning_cut(record)
+        if why:
+            record["hint"] = THINKING_HINTS[why]
         if step.status in ("complete", "interrupted") and step.observation.text:
             return record, step.observation.text
         return record, f"(the environment showed nothing: {step.note})"
+
+    def _check_tool_choice(self) -> None:
+        """A tool named as the tool choice must be offered in every task's environment."""
+        name = self.policy_spec.tool_choice
+        if not name or name in TOOL_CHOICES:
+            return
+        for task in self.tasks:
+            offered = offered_tools(task)
+            if name not in offered:
+                raise RolloutError(
+                    f"the tool choice {name!r} is no tool of task {shown_key(task.key)} "
+                    f"({task.domain}: it offers {', '.join(offered)}); give auto, required, "
+                    "none or one of its tools"
+                )
 
     def _write_run_file(self, model: str) -> None:
         from agentworld_tui.world.store import write_atomic
@@ -579,6 +680,63 @@ def episode_key(task: Task, n: int) -> str:
     return f"{task.key}#{n}"
 
 
+def shown_key(key: str, limit: int = 80) -> str:
+    """A task's key or an episode's as it is printed: safe, and at most ``limit``
+    characters (a long one keeps its end, where the episode's number is)."""
+    from agentworld_tui.world.sanitize import sanitize
+
+    text = " ".join(sanitize(key).split()) or "?"
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: keep - 12] + "…" + text[-12:]
+
+
+def offered_tools(task: Task) -> list[str]:
+    """The names of the tools a task's environment offers the policy."""
+    domain = resolve_domain(task.domain)
+    scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
+    return [tool.name for tool in agent_tools(domain, scenario)]
+
+
+def reasoning_cut(step: dict[str, Any]) -> str:
+    """Why a step gave no answer because the world model stopped while reasoning ("max
+    tokens" or "end of text"); "" for any other step."""
+    note = str(step.get("note", ""))
+    if step.get("status") != "no_answer" or "stopped while reasoning" not in note:
+        return ""
+    return "max tokens" if "max tokens" in note else "end of text"
+
+
+def _drop_lock_file(path: Path) -> None:
+    """Remove the session file's lock file once the episode is written: each save took and
+    left it, and a run leaves one per episode otherwise. It is removed while held, so a
+    program that opened it meanwhile finds it unlinked and takes a new one (filelock checks
+    that the file it locked still has a name); one that holds it keeps it."""
+    from agentworld_tui.world.session_lock import LockHeld, SessionLock
+
+    lock = SessionLock(path)
+    if not lock.lock_path.exists():
+        return
+    try:
+        lock.acquire()
+    except (LockHeld, OSError):
+        return
+    try:
+        lock.lock_path.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        lock.release()
+
+
+def _calls_taken(steps: list[dict[str, Any]], limit: int) -> str:
+    refused = sum(1 for s in steps if s.get("refused"))
+    if not refused:
+        return f"{limit} tool calls"
+    return f"{limit} tool calls, {refused} of them refused"
+
+
 def run_rollout(
     tasks: Sequence[Task],
     simulator: Simulator,
@@ -586,9 +744,11 @@ def run_rollout(
     settings: RolloutSettings,
     *,
     on_episode: Progress | None = None,
+    on_step: Progress | None = None,
 ) -> Summary:
     """Play the run to its end (or until interrupted: what finished is kept)."""
-    return asyncio.run(Rollout(tasks, simulator, policy, settings, on_episode=on_episode).run())
+    rollout = Rollout(tasks, simulator, policy, settings, on_episode=on_episode, on_step=on_step)
+    return asyncio.run(rollout.run())
 
 
 def _opening(instruction: str, state: str) -> str:
@@ -624,5 +784,8 @@ __all__ = [
     "StepJudge",
     "Summary",
     "episode_key",
+    "offered_tools",
+    "reasoning_cut",
     "run_rollout",
+    "shown_key",
 ]

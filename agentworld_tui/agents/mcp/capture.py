@@ -8,20 +8,25 @@ line saying what and where.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import anyio
 
+from agentworld_tui.agents.mcp.logs import route_library_logs
 from agentworld_tui.world.sanitize import sanitize
 
 CAPTURE_SECONDS = 60.0
 """How long a server may take to start and list its tools."""
 MAX_PAGES = 100
+STDERR_TAIL_BYTES = 2048
+"""How much of the end of a failed server's stderr is read for the one line."""
 
 
 class CaptureError(Exception):
@@ -45,16 +50,33 @@ async def capture(
     url: str = "",
     timeout: float = CAPTURE_SECONDS,
 ) -> CapturedServer:
-    """List the tools of the server ``command`` starts, or of the one at ``url``."""
-    from mcp.client import Client
-    from mcp.client.stdio import StdioServerParameters
+    """List the tools of the server ``command`` starts, or of the one at ``url``. A
+    started server's stderr never reaches the terminal: the end of it, made clean, is
+    part of the message when the listing fails."""
+    with tempfile.TemporaryFile() as errlog:
+        try:
+            return await _capture(command, url, timeout, errlog)
+        except CaptureError as exc:
+            said = _stderr_tail(errlog)
+            if said:
+                raise CaptureError(f"{exc} (its stderr ended with: {said})") from None
+            raise
 
+
+async def _capture(
+    command: Sequence[str] | None, url: str, timeout: float, errlog: IO[bytes]
+) -> CapturedServer:
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    route_library_logs()
     server: Any
     if command:
         source = shlex.join(command)
-        server = StdioServerParameters(
+        parameters = StdioServerParameters(
             command=command[0], args=list(command[1:]), env=dict(os.environ)
         )
+        server = stdio_client(parameters, errlog=errlog)  # type: ignore[arg-type]
     elif url:
         source = url
         server = url
@@ -99,6 +121,19 @@ def capture_blocking(
         return await capture(command=command, url=url, timeout=timeout)
 
     return anyio.run(run)
+
+
+def _stderr_tail(errlog: IO[bytes]) -> str:
+    """The last lines a server wrote to its stderr, as one clean, bounded line."""
+    with contextlib.suppress(OSError, ValueError):
+        size = os.fstat(errlog.fileno()).st_size
+        tail = os.pread(errlog.fileno(), STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
+        lines = [
+            " ".join(sanitize(line).split()) for line in tail.decode(errors="replace").splitlines()
+        ]
+        kept = " | ".join([line for line in lines if line][-3:])
+        return _shown(kept, 240) if kept else ""
+    return ""
 
 
 def _reason(exc: BaseException) -> str:

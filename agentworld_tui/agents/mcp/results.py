@@ -4,10 +4,13 @@ The observation is the tool's output as the world model predicted it, handed ove
 is (never the reasoning). When that output is itself an MCP result, a ``{"content": [...],
 "isError": ...}`` object or a whole JSON-RPC answer, it is passed as such: a predicted
 error result stays an error result, a predicted protocol error stays a protocol error.
-A tool that declares an output schema gets a JSON object observation as its structured
-content too, as real servers send it; an observation that does not fit that schema is the
-error result a real server gives for output that breaks its own schema (clients refuse a
-result without the structured content they were promised).
+A tool that declares an output schema gets its result as structured content that
+conforms, with the same JSON as text beside it (as the spec asks): the JSON object is read
+from the observation (also from a Markdown fence, or from text around it), and a string
+where the schema wants a number or true/false is read as one. An observation that still
+does not fit is told apart (``output_problem``): the server asks the model again, and
+says so on the turn when it could not get a fitting one (clients refuse a result without
+the structured content they were promised).
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from agentworld_tui.domains.json_schema import read_json
+from agentworld_tui.domains.json_schema import (
+    CHECK_SECONDS,
+    CheckTimeout,
+    checking_within,
+    read_json,
+    schema_problems,
+)
+from agentworld_tui.domains.turn import unfenced
+
+MAX_JSON_STARTS = 50
+"""Places a JSON object is looked for in an observation that is not one."""
 
 _RESULT_KEYS = {"content", "isError", "structuredContent", "_meta"}
 
@@ -39,23 +52,59 @@ def observation_result(
         envelope = _envelope(data)
         if envelope is not None:
             return envelope
-    structured: dict[str, Any] | None = None
     if tool is not None and tool.output_schema is not None:
-        problem = _output_problem(tool.output_schema, data)
-        if problem:
+        structured, text, problem = structured_output(observation, tool.output_schema)
+        if structured is None:
             return types.CallToolResult(
                 content=[
-                    types.TextContent(type="text", text=f"Output validation error: {problem}"),
+                    types.TextContent(type="text", text=unfitting(problem)),
                     types.TextContent(type="text", text=observation),
                 ],
                 is_error=True,
             )
-        structured = data
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=structured,
+            is_error=False,
+        )
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=observation)],
-        structured_content=structured,
-        is_error=False,
+        content=[types.TextContent(type="text", text=observation)], is_error=False
     )
+
+
+def unfitting(problem: str, asked: int = 1) -> str:
+    times = f" (asked {asked} times)" if asked > 1 else ""
+    return f"The simulated server's result did not fit the tool's output schema{times}: {problem}"
+
+
+def output_problem(observation: str, tool: types.Tool | None) -> str:
+    """Why ``observation`` cannot be the structured result ``tool`` promises ("" when it
+    can, or when the tool promises none, or the observation is a result or error of its
+    own)."""
+    if tool is None or tool.output_schema is None:
+        return ""
+    data = _json_object(observation)
+    if data is not None and (data.get("jsonrpc") == "2.0" or _envelope(data) is not None):
+        return ""
+    return structured_output(observation, tool.output_schema)[2]
+
+
+def structured_output(
+    observation: str, schema: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str, str]:
+    """(the structured content, its text, "") for an observation that holds a JSON object
+    fitting ``schema``, or (None, "", why not)."""
+    stripped = observation.strip()
+    found = _json_object(stripped) or _json_object(unfenced(stripped)) or _object_inside(stripped)
+    if found is None:
+        return None, "", "the result is not a JSON object"
+    for candidate in (found, _coerced(found, schema)):
+        problem = _schema_problem(schema, candidate)
+        if not problem:
+            same = candidate is found and _json_object(stripped) == candidate
+            text = stripped if same else json.dumps(candidate, ensure_ascii=False)
+            return candidate, text, ""
+    return None, "", _schema_problem(schema, found)
 
 
 def error_result(message: str) -> types.CallToolResult:
@@ -83,24 +132,64 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _output_problem(schema: dict[str, Any], data: dict[str, Any] | None) -> str:
-    """Why ``data`` is not the structured content ``schema`` asks for ("" when it is)."""
-    if data is None:
-        return "the tool declares an output schema but the result is not a JSON object"
-    from jsonschema.validators import (  # type: ignore[import-untyped]
-        Draft202012Validator,
-        validator_for,
-    )
+def _object_inside(text: str) -> dict[str, Any] | None:
+    """The first JSON object in text that is more than one (prose around a result)."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(MAX_JSON_STARTS):
+        if start < 0:
+            return None
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
 
+
+def _coerced(value: Any, schema: Any) -> Any:
+    """``value`` with the strings the schema wants as numbers or true/false read as such
+    (``"12"`` for an integer), following properties and items."""
+    if not isinstance(schema, dict):
+        return value
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if isinstance(value, str) and "string" not in kinds:
+        text = value.strip()
+        if "integer" in kinds and text.lstrip("-").isdigit() and len(text) < 20:
+            return int(text)
+        if "number" in kinds:
+            try:
+                number = float(text)
+            except ValueError:
+                number = None
+            if number is not None and number == number and abs(number) != float("inf"):
+                return number
+        if "boolean" in kinds and text in ("true", "false"):
+            return text == "true"
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        return {k: _coerced(v, properties.get(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_coerced(item, schema.get("items")) for item in value]
+    return value
+
+
+def _schema_problem(schema: dict[str, Any], data: dict[str, Any]) -> str:
+    """Why ``data`` is not the structured content ``schema`` asks for ("" when it is)."""
     try:
-        validator = validator_for(schema, default=Draft202012Validator)(schema)
-        error = next(iter(validator.iter_errors(data)), None)
-    except Exception:  # a schema it cannot check against: the client checks it if it can
+        with checking_within(CHECK_SECONDS):
+            problems = schema_problems(data, schema, "result")
+    except (CheckTimeout, RecursionError):
+        return ""  # too costly to check here: the client checks it if it can
+    if not problems:
         return ""
-    if error is None:
-        return ""
-    where = ".".join(str(p) for p in error.absolute_path) or "the result"
-    return f"{where}: {error.message}"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}"
 
 
 def _envelope(data: dict[str, Any]) -> types.CallToolResult | None:

@@ -26,27 +26,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
+from agentworld_tui import __version__
+from agentworld_tui.agents.mcp.events import RETRY_MS, SessionEvents, SessionScope
 from agentworld_tui.agents.mcp.http import (
     EmbeddedServer,
     Gate,
+    Guard,
     ListenError,
     address_of,
     bind,
     is_loopback,
     uvicorn_config,
 )
-from agentworld_tui.agents.mcp.results import error_result, observation_result, result_record
+from agentworld_tui.agents.mcp.logs import route_library_logs
+from agentworld_tui.agents.mcp.results import (
+    error_result,
+    observation_result,
+    output_problem,
+    result_record,
+    unfitting,
+)
 from agentworld_tui.agents.mcp.sessions import SessionFolder, SessionStore, SessionUnavailable
 from agentworld_tui.agents.mcp.steering import (
     HOLD_EVERY,
@@ -64,6 +79,8 @@ from agentworld_tui.agents.mcp.steering import (
 )
 from agentworld_tui.agents.mcp.toolset import Toolset, UnknownTool
 from agentworld_tui.agents.schedule import Schedule, joined_control
+from agentworld_tui.domains.json_schema import CHECK_SECONDS, CheckTimeout, checking_within
+from agentworld_tui.domains.tool_call import too_costly
 from agentworld_tui.simulator import Simulator, SimulatorError, home_on
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.fictional_world import FictionalWorld
@@ -81,16 +98,33 @@ Listener = Callable[[AgentEvent], None]
 DISCONNECT_POLL_SECONDS = 1.0
 """How often a waiting call looks whether its HTTP client is still there."""
 STOP_SECONDS = 10.0
-"""How long ``stop`` waits for the calls in flight to be recorded."""
+"""How long ``stop`` waits, by default, for the calls in flight to be recorded by the
+engine before it records them itself."""
+LEAVE_SECONDS = 0.5
+"""How long the engine has to record the calls in flight once a stdio client has left
+(a client gives a server a few seconds before it kills it)."""
+IDLE_SECONDS = 1800.0
+"""How long an HTTP session (or a 2026-07-28 world) may go without a request before it
+ends and lets go of its session file."""
+MAX_SESSIONS = 256
+"""Open HTTP sessions (and 2026-07-28 worlds) at most; one more is refused."""
+OUTPUT_ASKS = 2
+"""How many times the model is asked for a result that fits a tool's output schema."""
+CHECK_THREADS = 4
+"""Calls whose arguments are checked at once, off the event loop."""
+WORLD_META_KEY = "agentworld/world"
+"""The ``_meta`` key a 2026-07-28 client may name its world with."""
 STDIO_KEY = "stdio"
 INTERRUPTED = "The tool call was interrupted before it finished."
 CANCELLED_NOTE = "the agent's client cancelled the call; it received nothing"
 GONE_NOTE = "the agent's client went away during the call; it received nothing"
+ENDED_NOTE = "the server stopped before the world model answered; the agent received nothing"
 STOPPED_NOTE = "stopped before the agent received it"
 EDITED_NOTE = "edited before the agent received it"
-NO_SESSION = (
-    "this simulated server keeps one world per MCP session: connect with the initialize "
-    "handshake (protocol 2025-11-25 or earlier) so that the session has an id"
+HANDSHAKE_FIRST = (
+    "over HTTP this simulated server offers the initialize handshake first, which gives "
+    "each client a world of its own; a client that speaks only 2026-07-28 is served too "
+    f"(see docs/agents.md: its world is keyed by _meta {WORLD_META_KEY!r}, or by its name)"
 )
 
 
@@ -107,6 +141,9 @@ class AgentServer:
         sessions: SessionStore | None = None,
         schedule: Schedule | None = None,
         world: FictionalWorld | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+        max_sessions: int = MAX_SESSIONS,
+        check_seconds: float = CHECK_SECONDS,
     ) -> None:
         self.simulator = simulator
         self.toolset = toolset
@@ -116,7 +153,15 @@ class AgentServer:
         """The fictional world every new connection starts with (None: none)."""
         self.url = ""
         """Where agents connect over HTTP, once started ("" otherwise)."""
+        self.idle_seconds = idle_seconds
+        self.max_sessions = max_sessions
+        self.check_seconds = check_seconds
+        """How long checking one call's arguments may take (then the call is refused)."""
         self._connections: dict[str, AgentConnection] = {}
+        """The open connections, by session id (HTTP), world key (2026-07-28) or stdio."""
+        self._checker: ThreadPoolExecutor | None = None
+        self._events = SessionEvents()
+        self._sweeper: asyncio.Task[None] | None = None
         self._ids = 0
         self._listeners: list[tuple[Listener, str]] = []
         self._calls: set[AgentCall] = set()
@@ -147,17 +192,22 @@ class AgentServer:
             listening = sock if sock is not None else bind(host, port)
         except ListenError as exc:
             raise ServerError(str(exc)) from None
-        _route_library_logs()
-        security = (
-            None
-            if is_loopback(host)
-            else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        )
+        route_library_logs()
+        # Host, Origin and the token are the shared guard's (agents.guard), for every address.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app = self._mcp(http=True).streamable_http_app(
-            streamable_http_path=path, host=host, transport_security=security
+            streamable_http_path=path,
+            host=host,
+            transport_security=security,
+            session_idle_timeout=self.idle_seconds,
+            max_sessions=self.max_sessions,
+            event_store=self._events,
+            retry_interval=RETRY_MS,
         )
         self._closing = False
-        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(app, token, self._session_ended)))
+        guard = Guard(host, listening.getsockname()[1], token)
+        served = SessionScope(app)
+        self._uvicorn = EmbeddedServer(uvicorn_config(Gate(served, guard, self._session_ended)))
         self._serving = asyncio.create_task(self._uvicorn.serve(sockets=[listening]))
         while not self._uvicorn.started:
             if self._serving.done():
@@ -167,30 +217,50 @@ class AgentServer:
                 raise ServerError(str(problem or "the HTTP server ended as it started"))
             await asyncio.sleep(0.01)
         self.url = f"http://{address_of(listening, host)}{path}"
+        self._sweeper = asyncio.create_task(self._sweep_idle_worlds())
         log.info("serving MCP at %s", self.url)
         return self.url
 
     async def serve_stdio(self) -> None:
         """Serve the process's stdin and stdout (nothing else is written to stdout while
-        it runs) until the client closes them."""
+        it runs) until the client closes stdin. The call in flight then ends at once: it
+        is recorded (interrupted) and saved within ``LEAVE_SECONDS``, whatever the engine
+        is doing, since a client that leaves kills its server moments later."""
         from mcp.server.stdio import stdio_server
+        from mcp.shared.message import SessionMessage
 
-        _route_library_logs()
+        route_library_logs()
         server = self._mcp(http=False)
         self._closing = False
         try:
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            async with stdio_server() as (read, write), anyio.create_task_group() as group:
+                mine, received = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+                async def until_stdin_closes() -> None:
+                    async with mine:
+                        async for message in read:
+                            await mine.send(message)
+                    self._closing = True
+                    await self._settle_all(LEAVE_SECONDS)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_stdin_closes)
+                await server.run(received, write, server.create_initialization_options())
+                group.cancel_scope.cancel()
         finally:
-            await self._settle_all()
+            await self._settle_all(LEAVE_SECONDS)
             for connection in list(self._connections.values()):
                 self._close(connection)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = STOP_SECONDS) -> None:
         """Stop every call (the agents get an interrupted result), save and close every
-        connection's session, and stop serving."""
+        connection's session, and stop serving. A call the engine has not recorded
+        within ``grace`` seconds is recorded as interrupted all the same."""
         self._closing = True
-        await self._settle_all()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        await self._settle_all(grace)
         if self._uvicorn is not None and self._serving is not None:
             self._uvicorn.should_exit = True
             try:
@@ -205,49 +275,73 @@ class AgentServer:
         self.url = ""
         for connection in list(self._connections.values()):
             self._close(connection)
+        if self._checker is not None:
+            self._checker.shutdown(wait=False, cancel_futures=True)
+            self._checker = None
 
-    async def _settle_all(self) -> None:
-        for call in list(self._calls):
+    async def _settle_all(self, grace: float = STOP_SECONDS) -> None:
+        """Stop every call in flight, give the engine ``grace`` seconds to record each,
+        and record (interrupted) and save those it did not."""
+        calls = list(self._calls)
+        for call in calls:
             if call.held is not None:
                 call.held.stop()
             call.run.stop()
-        pending = [asyncio.ensure_future(c.settled.wait()) for c in list(self._calls)]
+        pending = [asyncio.ensure_future(c.settled.wait()) for c in calls]
         if pending:
-            _done, late = await asyncio.wait(pending, timeout=STOP_SECONDS)
+            _done, late = await asyncio.wait(pending, timeout=grace)
             for task in late:
                 task.cancel()
+        for call in calls:
+            if not call.settled.is_set():
+                self._record_unfinished(call, ENDED_NOTE)
 
     def _mcp(self, *, http: bool) -> Server[Any]:
         toolset = self.toolset
         server: Server[Any] = Server(
             toolset.server_name,
-            version=toolset.server_version,
+            version=toolset.server_version or __version__,
             instructions=toolset.instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
         if http:
-            # A 2026-07-28 exchange carries no session: the handshake era keeps one per
-            # client, so the discovery probe is declined and clients fall back to it.
+            # A 2026-07-28 exchange carries no session, so a client that can also do the
+            # handshake is steered to it (its probe is declined, and it falls back): only
+            # the handshake tells two instances of one client program apart. A client
+            # that speaks 2026-07-28 alone is served all the same (``_connection``).
             server.add_request_handler("server/discover", types.RequestParams, _no_discover)
         return server
 
     # -- connections -----------------------------------------------------------------------
-    def _connection(self, ctx: Any) -> AgentConnection:
+    def _connection(self, ctx: Any, meta: Mapping[str, Any] | None = None) -> AgentConnection:
+        """The connection a request belongs to, opened on its first request: the MCP
+        session over HTTP, the world a 2026-07-28 client names (or its client's), the
+        process over stdio."""
         request = ctx.request
         transport: Literal["stdio", "http"] = "stdio"
         key = STDIO_KEY
+        modern = False
         if isinstance(request, Request):
-            key, transport = request.headers.get("mcp-session-id", ""), "http"
+            transport = "http"
+            key = request.headers.get("mcp-session-id", "")
             if not key:
-                raise MCPError(types.INVALID_REQUEST, NO_SESSION)
+                modern = getattr(ctx, "protocol_version", "") in MODERN_PROTOCOL_VERSIONS
+                if not modern:
+                    raise MCPError(types.INVALID_REQUEST, HANDSHAKE_FIRST)
+                key = _world_key(ctx, meta)
         found = self._connections.get(key)
-        if found is not None:
-            if found.closed:
-                raise MCPError(types.INVALID_REQUEST, "this connection's session has ended")
+        if found is not None and not found.closed:
+            found.last_seen = time.monotonic()
             return found
         if self._closing:
             raise MCPError(types.INTERNAL_ERROR, "the simulated server is stopping")
+        if transport == "http" and self._open_worlds() >= self.max_sessions:
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"too many worlds are open ({self.max_sessions}, the server's limit): "
+                "try again once others end",
+            )
         client = _client_name(ctx)
         title = f"MCP agent {client}" if client else "MCP agent"
         try:
@@ -258,19 +352,44 @@ class AgentServer:
             opened.session.world = self.world
         self._ids += 1
         connection = AgentConnection(f"agent-{self._ids}", transport, client, opened)
+        connection.keyed = modern
         self._connections[key] = connection
+        if transport == "http" and not modern:
+            _on_session_end(ctx, functools.partial(self._session_ended, key, connection))
         log.info("%s connected over %s (%s)", connection.id, transport, client or "unnamed")
         self._emit(ConnectionOpened(connection))
         return connection
 
-    def _session_ended(self, key: str) -> None:
-        connection = self._connections.get(key)
-        if connection is not None and not connection.busy:
-            self._close(connection)
-        elif connection is not None:
-            connection.connected = False
+    def _open_worlds(self) -> int:
+        return sum(1 for c in self._connections.values() if c.transport == "http")
+
+    async def _sweep_idle_worlds(self) -> None:
+        """End the 2026-07-28 worlds that had no request for ``idle_seconds`` (the SDK
+        ends idle handshake sessions itself, and ``_session_ended`` hears of it)."""
+        every = max(0.05, min(30.0, self.idle_seconds / 4))
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for key, connection in list(self._connections.items()):
+                if connection.keyed and now - connection.last_seen >= self.idle_seconds:
+                    self._session_ended(key, connection)
+
+    def _session_ended(self, key: str, connection: AgentConnection | None = None) -> None:
+        """The client's session ended (DELETE, the SDK's idle timeout, the server
+        stopping): its connection is closed now, or once its call is recorded."""
+        self._events.forget(key)
+        found = self._connections.get(key)
+        if found is None or (connection is not None and found is not connection):
+            return
+        if found.busy:
+            found.connected = False
+        else:
+            self._close(found)
 
     def _close(self, connection: AgentConnection) -> None:
+        for key, found in list(self._connections.items()):
+            if found is connection:
+                del self._connections[key]
         if connection.closed:
             return
         connection.connected, connection.closed = False, True
@@ -291,10 +410,10 @@ class AgentServer:
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        connection = self._connection(ctx)
+        connection = self._connection(ctx, params.meta)
         name = params.name
         try:
-            action = self.toolset.action(name, params.arguments)
+            action = await self._checked(connection, name, params.arguments)
         except UnknownTool as exc:
             self._refused(connection, name, str(exc))
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
@@ -305,6 +424,32 @@ class AgentServer:
         request = ctx.request if isinstance(ctx.request, Request) else None
         async with connection.turn_lock:
             return await self._answer(connection, name, action, request)
+
+    async def _checked(
+        self, connection: AgentConnection, name: str, arguments: Mapping[str, Any] | None
+    ) -> Action:
+        """``toolset.action`` on a worker thread: a hostile argument costs its own
+        connection's time, never the loop's. The agent has its answer within
+        ``check_seconds`` of wall-clock time; the check itself ends by then too, or, on a
+        machine so busy that the pattern engine (which counts CPU time) has not had that
+        much CPU yet, once it has. A connection's calls are checked one at a time, so
+        one connection never holds more than one worker."""
+        if self._checker is None:
+            self._checker = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="mcp-check")
+        check = functools.partial(_check, self.toolset, name, arguments, self.check_seconds)
+        await connection.check_lock.acquire()
+        future = asyncio.get_running_loop().run_in_executor(self._checker, check)
+
+        def checked(done: asyncio.Future[Action]) -> None:
+            connection.check_lock.release()
+            if not done.cancelled():
+                done.exception()  # seen here when the agent was answered without it
+
+        future.add_done_callback(checked)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.check_seconds + 0.2)
+        except TimeoutError:
+            raise ActionError(too_costly(name, self.check_seconds), field="arguments") from None
 
     def _refused(self, connection: AgentConnection, tool: str, message: str) -> None:
         connection.refused += 1
@@ -349,6 +494,30 @@ class AgentServer:
         if not answered:
             self._abandon(call, GONE_NOTE)
             return error_result(INTERRUPTED)
+        declared = self.toolset.tool(tool)
+        asked = 1
+        while (
+            call.turn.status == "complete"
+            and asked < OUTPUT_ASKS
+            and not self._closing
+            and output_problem(call.turn.observation, declared)
+        ):
+            asked += 1  # a result that breaks the output schema: ask once more
+            try:
+                call.run = self.simulator.retry(
+                    session, owner=connection.id, home=home_on(asyncio.get_running_loop())
+                )
+            except SimulatorError:
+                break
+            self._emit(TurnStarted(connection, call))
+            try:
+                answered, _final = await self._until_gone(call.run.result(), request)
+            except BaseException:
+                self._abandon(call, CANCELLED_NOTE)
+                raise
+            if not answered:
+                self._abandon(call, GONE_NOTE)
+                return error_result(INTERRUPTED)
         turn = call.turn
         if turn.status == "interrupted":
             return self._deliver(call, error_result(INTERRUPTED), observation="")
@@ -383,7 +552,21 @@ class AgentServer:
             )
             self._deliver(call, problem, observation="")
             raise MCPError.from_error_data(problem)
-        outcome = observation_result(turn.observation, self.toolset.tool(tool))
+        unfit_because = output_problem(turn.observation, declared)
+        if unfit_because:
+            turn.note = (
+                f"the world model's result did not fit the tool's output schema "
+                f"(asked {asked} times): {unfit_because}"
+            )
+            unfit = types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=unfitting(unfit_because, asked)),
+                    types.TextContent(type="text", text=turn.observation),
+                ],
+                is_error=True,
+            )
+            return self._deliver(call, unfit, observation=turn.observation)
+        outcome = observation_result(turn.observation, declared)
         return self._deliver(call, outcome, observation=turn.observation)
 
     async def _until_gone(
@@ -439,7 +622,18 @@ class AgentServer:
         else:
             call.run.on_complete.append(settle)
 
+    def _record_unfinished(self, call: AgentCall, note: str) -> None:
+        """Keep a call the engine has not finished as interrupted, with what it had
+        streamed, and save it now (a later end of its run changes nothing)."""
+        turn = call.turn
+        predicted = turn.observation if call.held is None else call.held.predicted
+        turn.observation, turn.status, turn.note = "", "interrupted", note
+        call.received = None
+        self._finish(call, predicted)
+
     def _finish(self, call: AgentCall, predicted: str) -> None:
+        if call.settled.is_set():
+            return  # recorded already (the server stopping did not wait for the engine)
         turn = call.turn
         record: dict[str, Any] = {
             "connection": call.connection.id,
@@ -470,7 +664,7 @@ class AgentServer:
 
     # -- steering (on the server's loop) ---------------------------------------------------
     def connections(self) -> list[AgentConnection]:
-        """Every connection since the server started, oldest first."""
+        """The open connections, oldest first (a closed one is let go)."""
         return list(self._connections.values())
 
     def connection(self, connection_id: str) -> AgentConnection:
@@ -564,7 +758,38 @@ class AgentServer:
 
 
 async def _no_discover(ctx: Any, params: types.RequestParams | None) -> types.DiscoverResult:
-    raise MCPError(types.METHOD_NOT_FOUND, NO_SESSION)
+    raise MCPError(types.METHOD_NOT_FOUND, HANDSHAKE_FIRST)
+
+
+def _check(
+    toolset: Toolset, name: str, arguments: Mapping[str, Any] | None, seconds: float
+) -> Action:
+    try:
+        with checking_within(seconds):
+            return toolset.action(name, arguments)
+    except CheckTimeout:
+        raise ActionError(too_costly(name, seconds), field="arguments") from None
+
+
+def _world_key(ctx: Any, meta: Mapping[str, Any] | None) -> str:
+    """What keys a 2026-07-28 client's world over HTTP: the world it names in ``_meta``,
+    or else its name and version (so one program's calls build on each other)."""
+    named = (meta or {}).get(WORLD_META_KEY)
+    if isinstance(named, str) and named.strip():
+        return "world:" + " ".join(sanitize(named).split())[:200]
+    return "client:" + (_client_name(ctx) or "unnamed")
+
+
+def _on_session_end(ctx: Any, ended: Callable[[], None]) -> None:
+    """Call ``ended`` when the SDK ends the request's MCP session, however it ends (a
+    DELETE, its idle timeout, the server stopping). The SDK's per-connection teardown
+    (``Connection.exit_stack``) is reached through the request's session."""
+    sdk_connection = getattr(ctx.session, "_connection", None)
+    stack = getattr(sdk_connection, "exit_stack", None)
+    if stack is None:
+        log.warning("this mcp SDK does not say when a session ends: idle sessions stay open")
+        return
+    stack.callback(ended)
 
 
 def _client_name(ctx: Any) -> str:
@@ -575,15 +800,3 @@ def _client_name(ctx: Any) -> str:
         return ""
     text = " ".join(sanitize(f"{info.name} {info.version or ''}").split())
     return text[:80]
-
-
-def _route_library_logs() -> None:
-    """The SDK's and uvicorn's log records go to the app's log file, never to a screen
-    or to stdout."""
-    ours = logging.getLogger("agentworld")
-    level = logging.DEBUG if ours.level == logging.DEBUG else logging.WARNING
-    for name in ("mcp", "uvicorn", "uvicorn.error", "uvicorn.access", "sse_starlette"):
-        logger = logging.getLogger(name)
-        logger.handlers = list(ours.handlers) or [logging.NullHandler()]
-        logger.propagate = False
-        logger.setLevel(level)

@@ -116,6 +116,12 @@ class AgentConnection:
     per_tool: Counter[str] = field(default_factory=Counter)
     turn_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     """A connection's calls run one after another: each builds on the one before."""
+    check_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    """A connection's calls are checked one at a time (each check is bounded in time)."""
+    keyed: bool = False
+    """A 2026-07-28 world (no MCP session): it ends after its idle time."""
+    last_seen: float = field(default_factory=time.monotonic)
+    """When its client last sent a request (``time.monotonic``)."""
 
     @property
     def session(self) -> Session:

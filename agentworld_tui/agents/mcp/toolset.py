@@ -7,9 +7,10 @@ own agent tools (``domains/agent_tools``). They are declared to agents exactly a
 (title, annotations, output schema and all); a schema that is not valid JSON Schema is
 refused up front, naming the tool, since a client would fail on it later anyway.
 
-A call is checked before any model time is spent on it: the app's own check of the
-arguments against the input schema (its messages), then a full JSON Schema validation
-for what that subset leaves out, then the domain's own rules (``agent_action``).
+A call is checked before any model time is spent on it, once: by the domain
+(``agent_action``), whose tool-call domains validate the arguments against the tool's
+input schema with the ``jsonschema`` library and whose other domains apply their own
+action rules, with the messages the app and the environments give.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from agentworld_tui.domains import get_domain
 from agentworld_tui.domains.agent_tools import agent_action, agent_tools
 from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, value_problem
 from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
-from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, Tool, check_call, tool_from_dict
+from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, Tool, shown_name, tool_from_dict
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.prompts import load_scenarios
@@ -64,29 +65,20 @@ class Toolset:
     server_version: str = ""
     instructions: str | None = None
     max_argument_chars: int = MAX_CALL_CHARS
-    _checks: dict[str, tuple[Tool, Any]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
-    def __post_init__(self) -> None:
-        by_name = {tool.name: tool for tool in agent_tools(self.domain, self.scenario)}
-        for declared in self.declared:
-            mine = by_name.get(declared.name) or Tool(
-                declared.name, declared.description or "", dict(declared.input_schema)
-            )
-            self._checks[declared.name] = (mine, _validator(declared.input_schema))
 
     def tool(self, name: str) -> types.Tool | None:
         return next((t for t in self.declared if t.name == name), None)
 
     def action(self, name: str, arguments: Mapping[str, Any] | None) -> Action:
         """The action a call stands for; UnknownTool for a tool not listed, ActionError
-        (the message an agent is shown) for arguments the tool refuses."""
-        check = self._checks.get(name)
-        if check is None:
+        (the message an agent is shown) for arguments the tool refuses. The arguments are
+        checked once, by the domain, with the messages the app and the environments give;
+        the check is bounded in time (``json_schema.checking_within``)."""
+        if self.tool(name) is None:
             listed = ", ".join(t.name for t in self.declared) or "none"
-            raise UnknownTool(f"Unknown tool: {name}. The tools are: {listed}")
-        tool, validator = check
+            raise UnknownTool(
+                f"Unknown tool: {shown_name(name, quoted=False)}. The tools are: {listed}"
+            )
         given: dict[str, Any] = dict(arguments or {})
         problem = value_problem(given, MAX_DEPTH - 1)
         if problem:
@@ -98,30 +90,7 @@ class Toolset:
                 f"{self.max_argument_chars:,}",
                 field="arguments",
             )
-        check_call({"name": name, "arguments": given}, [tool])
-        if validator is not None:
-            _validate(validator, name, given)
         return agent_action(self.domain, self.scenario, name, given)
-
-
-def _validator(schema: Mapping[str, Any]) -> Any:
-    try:
-        kind = validator_for(schema, default=Draft202012Validator)
-        return kind(schema)
-    except Exception:  # a schema jsonschema cannot build a validator for: the app's check stays
-        return None
-
-
-def _validate(validator: Any, name: str, arguments: dict[str, Any]) -> None:
-    try:
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
-    except Exception:  # an unresolvable $ref and the like: not the agent's fault
-        return
-    if errors:
-        first = errors[0]
-        where = ".".join(["arguments", *(str(p) for p in first.absolute_path)])
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ActionError(f"{name}: {where}: {first.message}{more}", field=where)
 
 
 # -- declaring tools --------------------------------------------------------------------
@@ -211,31 +180,15 @@ def listed_tools(data: Any, source: str) -> list[Any]:
 
 
 def _scenario_with(declared: tuple[types.Tool, ...], scenario: Scenario) -> Scenario:
-    """The scenario the MCP domain's prompt is written from, with the declared tools; the
-    output schemas, which the prompt's tool list leaves out, go in its description."""
+    """The scenario the MCP domain's prompt is written from, with the declared tools
+    (name, description, input and output schemas) as its tool list."""
     from dataclasses import replace
 
-    tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in declared]
     prompt_tools = [
-        {
-            "name": t["name"],
-            "description": t.get("description", ""),
-            "inputSchema": t["inputSchema"],
-        }
-        for t in tools
+        Tool(t.name, t.description or "", dict(t.input_schema), t.output_schema).to_dict()
+        for t in declared
     ]
-    outputs = [
-        f"- {t['name']} returns a JSON object matching this output schema: "
-        + json.dumps(t["outputSchema"], ensure_ascii=False)
-        for t in tools
-        if "outputSchema" in t
-    ]
-    description = scenario.description
-    if outputs:
-        description = "\n\n".join([description, "\n".join(outputs)]).strip()
-    return replace(
-        scenario, description=description, extras={**scenario.extras, "tools": prompt_tools}
-    )
+    return replace(scenario, extras={**scenario.extras, "tools": prompt_tools})
 
 
 def from_definitions(
