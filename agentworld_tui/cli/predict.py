@@ -38,7 +38,8 @@ def register(
         "--session",
         metavar="FILE",
         help="append the turn to this session file (created if missing); its earlier turns "
-        "for the domain are the history",
+        "for the domain are the history. A local model keeps its state beside it "
+        "(FILE.state), so the next call reads only the new turn",
     )
     predict.add_argument("action", help="the action as the domain writes it, e.g. 'ls -la'")
     predict.set_defaults(handler=cmd_predict)
@@ -82,6 +83,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     except ActionError as exc:
         raise UserError(f"invalid action: {exc}") from None
     engine = make_engine(settings)
+    if args.session:
+        from agentworld_tui.engines.state_file import KeepsState, state_path
+
+        if isinstance(engine, KeepsState):  # a local model: go on from the last call's state
+            engine.keep_state(state_path(Path(args.session)))
     for problem in problems:
         print(f"agentworld: {problem}", file=sys.stderr)
     if _checks_against_no_tools(domain, scenario):
