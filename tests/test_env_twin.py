@@ -19,6 +19,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from faultserver import FaultServer, Reply
@@ -467,3 +468,28 @@ def test_an_action_the_domain_refuses_never_reaches_reality(
             "root@twin:/app# ls",
             "root@twin:/app#",
         ]
+
+
+def test_a_scripted_gguf_world_model_beside_the_twin_matches_then_diverges(
+    scripted_model: Any, seed: Path
+) -> None:
+    """The scripted model predicts the screen ``echo hi`` really leaves: the first step
+    matches reality; the second (another command, the same prediction) diverges."""
+    from agentworld_tui.engines.llama import LlamaEngine
+
+    screen = "root@twin:/app# echo hi\nhi\nroot@twin:/app#"
+    model = scripted_model(
+        f"ok</think><predicted_observation>{screen}</predicted_observation>", n_ctx_train=8192
+    )
+    engine = LlamaEngine(model, n_ctx=4096, threads=1)
+    with Environment("terminal", engine=engine, twin=terminal_twin(seed), deliver="sim") as env:
+        env.reset()
+        first = env.step(keys("echo hi"))
+        second = env.step(keys("echo hi > hi.txt"))
+        figures = env.end_episode(claimed_done=False)
+    assert first.observation.text == screen  # the simulation was delivered
+    assert first.twin is not None and first.twin.real.rstrip() == screen
+    assert (first.twin.score, first.twin.diverged) == (0.0, False)
+    assert second.twin is not None and second.twin.diverged is True
+    assert figures is not None
+    assert (figures.steps, figures.diverged_steps, figures.first_divergence) == (2, 1, 2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,12 +25,14 @@ import pytest
 from policyserver import Call, PolicyServer, Say, Turn
 from realitykit import any_backend
 from slotserver import OBSERVATION, SlotServer
+from twinserver import TOOLS
 
 from agentworld_tui.agents.env.tasks import load_tasks
 from agentworld_tui.cli import main
 from agentworld_tui.world.workspace import load_workspace
 
 REPO = Path(__file__).resolve().parent.parent
+TWIN_SERVER = str(REPO / "tests" / "twinserver.py")
 
 
 def keys(text: str) -> Call:
@@ -44,6 +47,7 @@ PLAYS: dict[str, list[Turn]] = {
     "Keep going.": [keys("ls\n"), keys("ls\n"), keys("ls\n")],
     "Escape.": [Say("Done.")],
     "Quit the shell.": [keys("exit\n"), keys("ls\n"), Say("Done.")],
+    "Note it.": [Call("write_note", {"name": "plan", "text": "ship it"}), Say("Noted.")],
 }
 
 
@@ -186,6 +190,38 @@ def test_a_run_beside_twins_reports_claims_checks_and_deceived_episodes(
     assert tab.turns[0].reality["real"]["text"] == step["twin"]["real"]
     run_file = json.loads((out / "run.json").read_text())
     assert run_file["twins"]["terminal"]["kind"] == "sandbox"
+
+
+def test_an_mcp_task_runs_beside_the_real_server(
+    world_model: SlotServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "notebook"
+    folder.mkdir()
+    (tmp_path / "notebook.json").write_text(json.dumps({"tools": TOOLS[:3]}))
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"id": "note", "instruction": "Note it.", "domain": "mcp", "scenario": "notebook.json"}],
+    )
+    server = shlex.join([sys.executable, TWIN_SERVER, "stdio", str(folder)])
+    with PolicyServer(policy_for) as policy:
+        code = main(
+            rollout(tasks, tmp_path / "run", world_model.url, policy.url, "--twin-command", server)
+        )
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (folder / "notes" / "plan").read_text() == "ship it"  # reality was acted on
+    record = records(tmp_path / "run")["note#1"]
+    step = record["steps"][0]
+    assert step["twin"]["delivered"] == "real"
+    assert step["observation"] == "wrote 7 bytes to plan"
+    assert record["messages"][3]["content"] == "wrote 7 bytes to plan"
+    figures = record["twin"]["figures"]
+    assert (figures["claimed_done"], figures["check_passed"], figures["deceived"]) == (
+        True,
+        None,
+        None,
+    )
+    assert "note#1: no_tool_call after 1 steps; claimed done, no check in the twin" in err
 
 
 def test_checks_are_validated_with_the_tasks(tmp_path: Path) -> None:
