@@ -407,3 +407,13 @@ def test_a_run_killed_mid_episode_keeps_both_sides_and_replays_it_beside_a_fresh
     interrupted = list(session.glob("*.interrupted.json"))
     assert len(interrupted) == 1
     assert len(load_workspace(interrupted[0]).tabs[0].turns) == 2
+
+
+def test_the_documented_task_with_a_check_reads() -> None:
+    from agentworld_tui.agents.env.tasks import check_task
+
+    text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.startswith("{") and '"check"' in line]
+    assert lines
+    for line in lines:
+        assert check_task(json.loads(line), "training.md").check
