@@ -52,7 +52,7 @@ from starlette.responses import JSONResponse
 from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
 from agentworld_tui.agents.env.environment import Environment
-from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.results import EnvError, StepResult, TwinStep
 from agentworld_tui.agents.env.scenarios import (
     resolve_domain,
     resolve_scenario,
@@ -448,13 +448,15 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
     def _timed_out(self, seconds: float) -> AgentWorldObservation:
         unsaved = self._save()
         turn = self.env.turns[-1]
+        twin = TwinStep.of(turn, self.env.deliver)
         return AgentWorldObservation(
             save_error=unsaved,
-            text=turn.observation,
+            text=turn.shown_text,
             turn=turn.number,
             status=turn.status,
             note=f"stopped after the step's timeout of {seconds:g} s",
             reasoning=turn.reasoning,
+            twin=twin.figures() if twin is not None else {},
         )
 
     def _save(self) -> str:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import Callable
 
-from agentworld_tui.agents.env.results import EnvError, TwinStep
+from agentworld_tui.agents.env.results import EnvError
 from agentworld_tui.reality.figures import EpisodeFigures
 from agentworld_tui.reality.spec import SANDBOX_DOMAINS, TWIN_DOMAINS, Deliver, TwinSpec
 from agentworld_tui.reality.spec import TwinStartError as _TwinStartError
@@ -33,7 +33,6 @@ __all__ = [
     "TwinBusy",
     "TwinError",
     "TwinSlots",
-    "TwinStep",
     "check_command",
     "scenario_check",
 ]
@@ -120,8 +119,16 @@ class TwinSlots:
             self._taken += 1
 
     def hold(self, runner: TwinRunner) -> None:
+        """Keep a started twin among the live ones; one that started while the server
+        was stopping is closed at once."""
         with self._lock:
-            self._live.add(runner)
+            stopped = self._stopped
+            if not stopped:
+                self._live.add(runner)
+        if stopped:
+            runner.close()
+            self.give_back(None)
+            raise TwinBusy("the server is stopping: no new twin starts")
 
     def give_back(self, runner: TwinRunner | None) -> None:
         with self._lock:
@@ -129,7 +136,7 @@ class TwinSlots:
                 self._live.discard(runner)
             self._taken -= 1
 
-    def in_background(self, work: Any) -> None:
+    def in_background(self, work: Callable[[], None]) -> None:
         """Run ``work`` (an episode's end and its twin's close) on a thread of its own,
         which ``close_all`` waits for."""
 
