@@ -96,7 +96,7 @@ class ModelLoading:
         app.call_after_refresh(app.focus_editor)
         if path is None:
             return
-        from agentworld_tui.engines.llama import check_gguf
+        from agentworld_tui.engines.model_file import check_gguf
 
         try:
             check_gguf(Path(path).expanduser())
