@@ -7,6 +7,7 @@ back or fails as its rule says; and every turn records where it was answered."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,9 +24,11 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcpfixtures import (
     TESTS_DIR,
+    llama_simulator,
     received_text,
     remote_simulator,
     reply_with,
+    scripted_world,
     serving,
     until,
     write_tools,
@@ -35,6 +38,7 @@ from twinserver import TOOLS
 from agentworld_tui.agents.mcp import toolset as toolsets
 from agentworld_tui.agents.mcp.server import AgentServer
 from agentworld_tui.agents.mcp.sessions import OpenSession, SessionFolder
+from agentworld_tui.agents.mcp.steering import AgentEvent, CallAnswered
 from agentworld_tui.domains import get_domain
 from agentworld_tui.reality.grounding import Grounder, Grounding
 from agentworld_tui.reality.routing import Route, Router, RuleSet, default_rules, parse_rules
@@ -578,3 +582,118 @@ def test_a_damaged_route_or_grounding_record_is_refused_with_its_place(tmp_path:
 
 def default_rules_router() -> Router:
     return Router(default_rules(), toolsets.tool_infos(toolsets.from_definitions(TOOLS, "t")))
+
+
+# -- steering and cancelling ----------------------------------------------------------------
+async def test_a_held_shadowed_call_shows_reality_s_answer_and_an_edit_is_what_goes_on(
+    tmp_path: Path, notebook: Path, notes: toolsets.Toolset
+) -> None:
+    folder = tmp_path / "sessions"
+    reality = real_twin(notes, stdio_twin(notebook))
+    with FaultServer() as fault:
+        fault.default = reply_with("the model's plan")
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(folder), reality=reality)
+        try:
+            async with serving(server) as url, Client(url) as client:
+                await client.list_tools()
+                [connection] = server.connections()
+                server.hold(connection.id, None)
+                shown: list[str] = []
+                for release in (None, "an edited plan"):
+                    call = asyncio.ensure_future(client.call_tool("read_note", {"name": "plan"}))
+                    await until(lambda: server.held(connection.id) is not None)
+                    held = server.held(connection.id)
+                    assert held is not None
+                    shown.append(held.predicted)
+                    assert server.release(connection.id, release)
+                    shown.append(received_text(await call))
+                server.hold(connection.id, 0)
+                await client.call_tool("read_note", {"name": "plan"})
+        finally:
+            simulator.close()
+            reality.close()
+        messages = chat_messages(fault)
+    # The person saw what the agent would get (reality's), and the agent got it, or the edit.
+    assert shown == ["ship it", "ship it", "ship it", "an edited plan"]
+    first, edited, _third = tabs(folder)[0]["turns"]
+    assert first["reality"]["delivered"] == "real" and first["observation"] == "the model's plan"
+    assert edited["reality"]["delivered"] == "sim"  # reality's answer did not reach the agent
+    assert edited["reality"]["real"]["text"] == "ship it"
+    assert edited["observation"] == "an edited plan"
+    assert edited["stats"]["agent"]["predicted"] == "the model's plan"
+    assert [m["content"] for m in messages[2] if m["role"] == "assistant"] == [
+        "ship it",
+        "an edited plan",
+    ]
+
+
+SLOW_IS_REAL = """
+[[rule]]
+tool = "slow"
+route = "real"
+
+[[rule]]
+readOnlyHint = true
+route = "real"
+"""
+
+
+async def test_a_client_that_cancels_a_real_call_gets_nothing_and_the_turn_is_kept(
+    tmp_path: Path, notebook: Path, notes: toolsets.Toolset
+) -> None:
+    folder = tmp_path / "sessions"
+    events: list[AgentEvent] = []
+    reality = real_twin(notes, stdio_twin(notebook), parse_rules(SLOW_IS_REAL, "rules"))
+    with FaultServer() as fault:
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(folder), reality=reality)
+        server.subscribe(events.append)
+        try:
+            async with serving(server) as url, Client(url) as client:
+                call = asyncio.ensure_future(client.call_tool("slow", {"seconds": 1.5}))
+                await until(lambda: bool(calls_received(notebook)))  # reality is at it
+                call.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+                await until(lambda: any(isinstance(e, CallAnswered) for e in events))
+                after = await client.call_tool("read_note", {"name": "plan"})
+        finally:
+            simulator.close()
+            reality.close()
+        asked = len(fault.chat_requests())
+    assert received_text(after) == "ship it"
+    assert asked == 0
+    cancelled, read = tabs(folder)[0]["turns"]
+    assert cancelled["status"] == "interrupted" and cancelled["observation"] == ""
+    assert cancelled["stats"]["agent"]["received"] is None
+    assert "cancelled the call" in cancelled["note"]
+    assert cancelled["route"]["route"] == "real"
+    assert read["observation"] == "ship it"
+
+
+async def test_routed_calls_to_an_http_twin_beside_a_local_model(
+    tmp_path: Path,
+    notebook: Path,
+    notes: toolsets.Toolset,
+    http_twin: tuple[TwinSpec, subprocess.Popen[bytes]],
+) -> None:
+    spec, _process = http_twin
+    folder = tmp_path / "sessions"
+    simulator = llama_simulator(scripted_world(tmp_path / "world.gguf", "wrote 3 bytes to plan"))
+    reality = real_twin(notes, spec, default_rules())
+    server = AgentServer(simulator, notes, sessions=SessionFolder(folder), reality=reality)
+    try:
+        async with serving(server) as url, Client(url) as client:
+            read = await client.call_tool("read_note", {"name": "plan"})
+            wrote = await client.call_tool("write_note", {"name": "plan", "text": "fly"})
+            again = await client.call_tool("read_note", {"name": "plan"})
+    finally:
+        simulator.close()
+        reality.close()
+    assert received_text(read) == "ship it"
+    assert received_text(wrote) == received_text(again) == "wrote 3 bytes to plan"
+    assert calls_received(notebook) == [{"name": "read_note", "arguments": {"name": "plan"}}]
+    turns = tabs(folder)[0]["turns"]
+    assert [t["route"]["answered"] for t in turns] == ["real", "sim", "sim"]
+    assert tabs(folder)[0]["twin"]["kind"] == "mcp-url"
