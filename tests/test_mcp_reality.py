@@ -697,3 +697,40 @@ async def test_routed_calls_to_an_http_twin_beside_a_local_model(
     turns = tabs(folder)[0]["turns"]
     assert [t["route"]["answered"] for t in turns] == ["real", "sim", "sim"]
     assert tabs(folder)[0]["twin"]["kind"] == "mcp-url"
+
+
+async def test_reality_s_answer_is_never_asked_for_again_even_when_it_breaks_the_schema(
+    tmp_path: Path, notebook: Path
+) -> None:
+    stricter = [dict(t) for t in TOOLS]
+    for tool in stricter:
+        if tool["name"] == "list_notes":
+            tool["outputSchema"] = {
+                "type": "object",
+                "properties": {"owner": {"type": "string"}},
+                "required": ["owner"],
+            }
+    notes = toolsets.from_file(write_tools(tmp_path / "stricter.json", stricter))
+    rules = parse_rules('[[rule]]\ntool = "list_notes"\nroute = "real"\n', "rules")
+    folder = tmp_path / "sessions"
+    reality = real_twin(notes, stdio_twin(notebook), rules)
+    with FaultServer() as fault:
+        simulator = remote_simulator(fault.url)
+        server = AgentServer(simulator, notes, sessions=SessionFolder(folder), reality=reality)
+        try:
+            async with serving(server) as url, Client(url) as client:
+                listed = await client.call_tool("list_notes", {})
+        finally:
+            simulator.close()
+            reality.close()
+        asked = len(fault.chat_requests())
+    assert asked == 0  # the re-ask is for the world model's answers only
+    assert listed.is_error and listed.structured_content is None
+    assert [part.text for part in listed.content] == [  # type: ignore[union-attr]
+        "The real server's result did not fit the tool's output schema: result.owner is required",
+        '{"count": 1, "notes": ["plan"]}',
+    ]
+    [turn] = tabs(folder)[0]["turns"]
+    assert turn["attempts"] == [] and turn["route"]["answered"] == "real"
+    assert turn["observation"] == '{"count": 1, "notes": ["plan"]}'
+    assert turn["note"].startswith("reality's result did not fit the tool's output schema")

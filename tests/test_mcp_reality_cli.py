@@ -16,6 +16,7 @@ from faultserver import FaultServer
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcpfixtures import TESTS_DIR, received_text, reply_with, write_tools
+from realitykit import any_backend
 from twinserver import TOOLS
 
 from agentworld_tui.cli import main
@@ -218,3 +219,41 @@ def test_traces_import_show_and_repair(tmp_path: Path, capsys: pytest.CaptureFix
     assert one_line(capsys, ["traces", "show", str(tmp_path / "none.db")]) == (
         f"{tmp_path / 'none.db'}: no such trace store"
     )
+
+
+async def test_serve_a_terminal_with_a_sandbox_twin_starts_the_model_where_reality_is(
+    tmp_path: Path,
+) -> None:
+    seed = tmp_path / "project"
+    seed.mkdir()
+    (seed / "hello.txt").write_text("hi there\n")
+    folder = tmp_path / "sessions"
+    with FaultServer() as fault:
+        fault.default = reply_with("PREDICTED\nroot@box:/app#")
+        params = served(
+            "--domain",
+            "terminal",
+            "--server",
+            fault.url,
+            "--sessions",
+            str(folder),
+            "--twin",
+            any_backend(),
+            "--twin-seed",
+            str(seed),
+        )
+        async with Client(params) as client:
+            screen = await client.call_tool(
+                "send_keystrokes", {"keystrokes": "cat hello.txt\n", "duration": 0.5}
+            )
+        [request] = fault.chat_requests()
+    assert "hi there" in received_text(screen)  # the real shell's screen, in its sandbox
+    tab = saved_tab(folder)
+    [turn] = tab["turns"]  # type: ignore[misc]
+    assert turn["observation"] == "PREDICTED\nroot@box:/app#"
+    assert turn["reality"]["delivered"] == "real"
+    assert tab["twin"]["kind"] == "sandbox"  # type: ignore[index]
+    # The world model's first turn showed the twin's first screen as the state, not the
+    # scenario's own ("user@devbox:~/project$ ").
+    assert turn["state"] == "root@twin:/app#"
+    assert turn["state"] in request.body["messages"][-1]["content"]

@@ -271,7 +271,13 @@ class Answering:
             raise MCPError.from_error_data(problem)
         declared = self.toolset.tool(tool)
         if not _simulated(turn):
-            outcome = real_result(turn.shown_text, declared, tool_error=_tool_error(turn))
+            tool_error = _tool_error(turn)
+            unfit_because = "" if tool_error else output_problem(turn.shown_text, declared)
+            if unfit_because:
+                turn.note = (
+                    f"reality's result did not fit the tool's output schema: {unfit_because}"
+                )
+            outcome = real_result(turn.shown_text, declared, tool_error=tool_error)
             return self._deliver(call, outcome, observation=turn.shown_text)
         unfit_because = output_problem(turn.observation, declared)
         if unfit_because:
