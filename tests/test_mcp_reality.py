@@ -61,7 +61,10 @@ def calls_received(folder: Path) -> list[dict[str, Any]]:
 
 
 def tabs(folder: Path) -> list[dict[str, Any]]:
+    """The saved session file's tabs; the file is one the app opens (its records pass the
+    session file's declared shape)."""
     [file] = sorted(folder.glob("*.json"))
+    load_workspace(file).close()
     return list(json.loads(file.read_text(encoding="utf-8"))["tabs"])
 
 
@@ -569,6 +572,9 @@ def test_a_damaged_route_or_grounding_record_is_refused_with_its_place(tmp_path:
         ),
         "tabs[0].turns[0].grounding.text: expected text, got nothing": (
             lambda t: t["grounding"].pop("text")
+        ),
+        "tabs[0].turns[0].stats.real.status: 'fine' is not one of ok, error, timeout, crashed": (
+            lambda t: t["stats"].update(real={"status": "fine"})
         ),
     }
     for message, damage in damages.items():

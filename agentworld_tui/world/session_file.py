@@ -93,6 +93,18 @@ Seconds = Annotated[float, Field(ge=0)]
 
 
 @_STRICT
+class RealAnswer(TypedDict, total=False):
+    """How reality answered a turn it answered alone (its text is the turn's observation):
+    ``RealObservation.to_dict`` without the text."""
+
+    status: Annotated[str, _one_of(TWIN_STATUSES)]
+    elapsed: Annotated[float, Field(ge=0)] | None
+    error: str | None
+    tool_error: bool | None
+    exit_code: int | None
+
+
+@_STRICT
 class Stats(TypedDict, total=False):
     """A turn's figures: those the app formats are numbers, the judge's reference is text;
     figures this version does not know are kept as they are."""
@@ -107,6 +119,7 @@ class Stats(TypedDict, total=False):
     n_ctx: float
     stop_reason: str
     reference: str
+    real: RealAnswer
 
 
 @_STRICT
