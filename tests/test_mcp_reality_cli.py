@@ -257,3 +257,22 @@ async def test_serve_a_terminal_with_a_sandbox_twin_starts_the_model_where_reali
     # scenario's own ("user@devbox:~/project$ ").
     assert turn["state"] == "root@twin:/app#"
     assert turn["state"] in request.body["messages"][-1]["content"]
+
+
+def test_a_captured_server_s_annotations_are_what_the_rules_read(notebook: Path) -> None:
+    from agentworld_tui.agents.mcp import toolset as toolsets
+    from agentworld_tui.agents.mcp.capture import capture_blocking
+    from agentworld_tui.reality.routing import Router, ToolHints, default_rules
+
+    captured = capture_blocking(command=[sys.executable, SERVER, "stdio", str(notebook)])
+    toolset = toolsets.from_definitions(captured.tools, captured.source)
+    infos = {t.name: t.hints for t in toolsets.tool_infos(toolset)}
+    assert infos["read_note"] == ToolHints.of(read_only=True)
+    assert infos["write_note"] == ToolHints.of(destructive=True)
+    assert infos["list_notes"] == ToolHints()
+    router = Router(default_rules(), toolsets.tool_infos(toolset))
+    assert [router.decide(t, turn=1).route.value for t in ("read_note", "list_notes")] == [
+        "real",
+        "sim",
+    ]
+    assert calls_received(notebook) == []  # listing calls no tool
