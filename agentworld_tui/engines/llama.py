@@ -62,6 +62,7 @@ from agentworld_tui.engines.base import (
     StopReason,
 )
 from agentworld_tui.engines.probe import CrashProbe, ProbeOutcome, Trial, crash_message
+from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, StateFile, state_key
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
 
@@ -350,6 +351,16 @@ class LlamaEngine:
         self._attention = True
         self._last_prompt: tuple[np.ndarray[Any, Any], int] | None = None
         """The last prompt's tokens and where its history ends."""
+        self._state_path: tuple[Path, int] | None = None
+        self._state_file: StateFile | None = None
+        self._state_tokens = 0
+        """How many tokens the state read from the state file held (0: none read)."""
+
+    def keep_state(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """Go on from the state in ``path`` when it begins the next prompt, and write there
+        the state of that prompt's history (``engines.state_file``); None: no file."""
+        self._state_path = None if path is None else (path, max_bytes)
+        self._state_file = None
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -557,6 +568,8 @@ class LlamaEngine:
         tokens = self._tokenize(full)
         base_tokens = self._tokenize(base)
         history_end = common_prefix(base_tokens, tokens)
+        if self._state_path is not None:
+            self._read_state_file(tokens)
         saves = {history_end}
         if self._hybrid:
             saves.add(self._last_message_start(messages, params, tokens))
@@ -585,6 +598,8 @@ class LlamaEngine:
                 yield PromptProgress(llm.n_tokens - start, len(tokens) - start)
             if stop_at in saves and self._hybrid and stop_at > start:
                 self._save_state(tokens[:stop_at])
+            if stop_at == history_end and self._state_file is not None:
+                self._write_state_file(tokens[:stop_at])
         # llama.cpp's perf counters lag by one decode call, so the evaluated count is the
         # number of positions actually decoded for this prompt.
         evaluated = int(llm.n_tokens) - start
@@ -717,7 +732,7 @@ class LlamaEngine:
         # At least one token is always evaluated, so there are fresh logits to sample.
         limit = len(tokens) - 1
         common = min(common_prefix(cached, tokens), limit)
-        if common == llm.n_tokens:
+        if common and common == llm.n_tokens:
             return common
         in_cache = self.states.best(tokens, common) if self._hybrid else None
         elsewhere = self.states.best(tokens, limit, standalone_only=True)
@@ -781,18 +796,9 @@ class LlamaEngine:
         """
         import llama_cpp
 
-        ctx = self._llm.ctx
         flags = 0 if whole else llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
-        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags))
-        if size > self.states.budget:
-            return
-        # llama.cpp writes the state straight into the stored array: nothing zero-filled
-        # first, nothing copied after.
-        buffer = np.empty(size, dtype=np.uint8)
-        pointer = buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, pointer, size, 0, flags))
-        if written:
-            data = buffer[:written]
+        data = self._state_bytes(flags, self.states.budget)
+        if data is not None:
             standalone = whole or not self._attention
             cuttable = whole and not self._hybrid
             self.states.add(
@@ -803,6 +809,62 @@ class LlamaEngine:
                 cuttable=cuttable,
                 history=history,
             )
+
+    def _state_bytes(self, flags: int, limit: int) -> np.ndarray[Any, Any] | None:
+        """The sequence's state as llama.cpp writes it (None when empty or over ``limit``)."""
+        import llama_cpp
+
+        ctx = self._llm.ctx
+        size = int(llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags))
+        if size > limit:
+            return None
+        # llama.cpp writes the state straight into the stored array: nothing zero-filled
+        # first, nothing copied after.
+        buffer = np.empty(size, dtype=np.uint8)
+        pointer = buffer.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        written = int(llama_cpp.llama_state_seq_get_data_ext(ctx, pointer, size, 0, flags))
+        return buffer[:written] if written else None
+
+    # -- the state file -----------------------------------------------------------------
+    def _read_state_file(self, tokens: np.ndarray[Any, Any]) -> None:
+        """Offer the state file's state to ``_reuse_cache`` when it begins ``tokens``."""
+        import llama_cpp
+
+        assert self._state_path is not None
+        path, max_bytes = self._state_path
+        if self._state_file is None:
+            build = f"llama-cpp-python {llama_cpp.__version__}; {system_info()}"
+            try:
+                key = state_key(build, self.model_path)
+            except OSError as exc:
+                log.warning("no model state file: %s", exc)
+                self._state_path = None
+                return
+            self._state_file = StateFile(path, key, max_bytes)
+        self._state_tokens = 0
+        saved = self._state_file.load(tokens.tolist())
+        if saved is None or self.states.get(np.asarray(saved.tokens), standalone=True):
+            return
+        data = self._state_file.read_state(saved)
+        if data is None:
+            return
+        held = np.asarray(saved.tokens, dtype=np.intc)
+        self.states.add(
+            held, np.frombuffer(data, dtype=np.uint8), standalone=True, cuttable=not self._hybrid
+        )
+        self._state_tokens = len(held)
+
+    def _write_state_file(self, tokens: np.ndarray[Any, Any]) -> None:
+        """Write the whole state of the sequence, which holds exactly ``tokens``."""
+        assert self._state_file is not None
+        if len(tokens) == self._state_tokens:
+            return  # the file holds this state already
+        data = self._state_bytes(0, self._state_file.max_bytes)
+        if data is None:
+            self._state_file.drop("the state is over its bound")
+            return
+        if self._state_file.save(tokens.tolist(), data):
+            self._state_tokens = len(tokens)
 
     def _restore_state(self, checkpoint: _Checkpoint, n: int) -> int:
         """Restore a saved state so that the cache holds its first ``n`` tokens; returns

@@ -22,11 +22,16 @@ port, behind an API key made for this process, used here only to count tokens.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
+import os
 import queue
 import secrets
+import shutil
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -52,6 +57,7 @@ from agentworld_tui.engines.base import (
     StopReason,
 )
 from agentworld_tui.engines.llama import CLOSE_REASONING, DEFAULT_N_CTX, check_gguf
+from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, StateFile, state_key
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
 from agentworld_tui.world.splitter import ObservationSplitter
 
@@ -69,15 +75,32 @@ POLL_S = 0.05
 TOKENIZE_TIMEOUT_S = 30.0
 
 
-def model_metadata(path: Path) -> tuple[str | None, str, str, int]:
-    """The chat template, BOS and EOS texts and trained context from the GGUF header."""
+@dataclass(frozen=True)
+class ModelHeader:
+    """What the engine reads from a GGUF header before llama.cpp loads the file."""
+
+    template: str | None = None
+    bos: str = ""
+    eos: str = ""
+    trained_context: int = 0
+    checkpointed: bool = False
+    """The model keeps a state that cannot be cut back to any position (recurrent layers,
+    or a sliding attention window): the server goes back only to its checkpoints."""
+
+
+CHECKPOINTED_KEYS = (".ssm.", ".wkv.", ".shortconv.", ".attention.sliding_window")
+
+
+def model_metadata(path: Path) -> ModelHeader:
+    """The chat template, BOS and EOS texts, trained context and kind of cache from the
+    GGUF header."""
     import gguf
 
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as exc:  # a damaged header: llama.cpp says why when it loads
         log.warning("cannot read the GGUF header of %s: %s", path, exc)
-        return None, "", "", 0
+        return ModelHeader()
 
     def value(name: str) -> Any:
         found = reader.get_field(name)
@@ -93,12 +116,31 @@ def model_metadata(path: Path) -> tuple[str | None, str, str, int]:
     arch = value("general.architecture")
     trained = value(f"{arch}.context_length") if isinstance(arch, str) else None
     template = value("tokenizer.chat_template")
-    return (
+    own = f"{arch}." if isinstance(arch, str) else "\0"
+    return ModelHeader(
         template if isinstance(template, str) else None,
         token_text("tokenizer.ggml.bos_token_id"),
         token_text("tokenizer.ggml.eos_token_id"),
         int(trained) if isinstance(trained, int) else 0,
+        any(
+            k.startswith(own) and f".{k[len(own) :]}".startswith(CHECKPOINTED_KEYS)
+            for k in reader.fields
+        ),
     )
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where one prompt goes: see ``_SlotTable.take``."""
+
+    slot: int
+    """The slot the first request names (-1: the server's choice)."""
+    chosen: int
+    """The slot that will hold the conversation (-1: unknown, all are busy)."""
+    source: int = -1
+    """A slot to copy into ``chosen`` first (a fork of the conversation it holds)."""
+    new_head: bool = False
+    """The prompt's head (up to its last message) is new to the slot: worth a checkpoint."""
 
 
 class _SlotTable:
@@ -106,40 +148,65 @@ class _SlotTable:
 
     A prompt that goes on from the history of a slot's last prompt (the next turn, a
     retry) is sent to that slot (``id_slot``), where the server reads only what is new.
-    Any other (a new conversation, one coming back, a fork) is left to the server (-1):
-    it takes the least recently used slot, keeps the conversation there in its prompt
-    cache and restores the best one it has for this prompt. The table follows it by the
-    same rule; were it wrong, a prompt would only be read again, never answered wrong.
+    One that shares with a slot's history its first turn and at least half of itself,
+    without going on from it (a fork of that conversation, or a retry of an
+    earlier turn), gets a copy of that slot in another one, when the engine can copy
+    slots and another is idle: both conversations keep their state (several forks of one
+    conversation copy it at once). Any other (a new conversation, one coming back) is
+    left to the server (-1): it takes the least recently used slot, keeps the
+    conversation there in its prompt cache and restores the best one it has for this
+    prompt. The table follows it by the same rule (the engine sends such prompts one at
+    a time); were it wrong, a prompt would only be read again, never answered wrong.
     """
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, *, can_copy: bool = False) -> None:
         self._lock = threading.Lock()
         self._history = [""] * slots
+        self._head = [""] * slots
         self._busy = [False] * slots
+        self._reading = [0] * slots
+        """Copies being made of each slot: it is read, so nothing may be written there."""
         self._used = [0.0] * slots
-        self._asked: dict[int, str] = {}
+        self._asked: dict[int, tuple[str, str]] = {}
+        self._can_copy = can_copy
 
-    def take(self, prompt: str, history: str) -> tuple[int, int]:
-        """The slot to send ``prompt`` to (-1: the server's choice), and the slot that
-        will hold it (-1: unknown, all are busy)."""
+    def take(self, prompt: str, history: str, head: str = "", first: int = 0) -> _Placement:
+        """Where to send ``prompt`` (whose history part is ``history``, head ``head``, and
+        system message and first turn ``first`` characters long)."""
         with self._lock:
-            held = [
-                i
-                for i, h in enumerate(self._history)
-                if h and not self._busy[i] and prompt.startswith(h)
-            ]
+            readable = [i for i, busy in enumerate(self._busy) if not busy]
+            idle = [i for i in readable if not self._reading[i]]
+            held = [i for i in idle if self._history[i] and prompt.startswith(self._history[i])]
+            shared = {i: _shared(prompt, self._history[i]) for i in readable}
+            near = [i for i in readable if shared[i] > first and shared[i] * 2 >= len(prompt)]
+            source = -1
+            if near and not held and self._can_copy:
+                source = max(near, key=lambda i: (shared[i], self._used[i]))
+                if not [i for i in idle if i != source]:
+                    source = -1  # no other slot to copy it to: the server's cache
             if held:
                 slot = max(held, key=lambda i: len(self._history[i]))
                 chosen = slot
+            elif source >= 0:
+                others = [i for i in idle if i != source]
+                slot = chosen = min(others, key=lambda i: (self._used[i], -i))
+                self._reading[source] += 1
             else:
-                idle = [i for i, busy in enumerate(self._busy) if not busy]
                 slot = -1
                 # The server's rule: the oldest use, the last slot of equals.
                 chosen = min(idle, key=lambda i: (self._used[i], -i)) if idle else -1
+            new_head = False
             if chosen >= 0:
                 self._busy[chosen] = True
-                self._asked[chosen] = history
-            return slot, chosen
+                self._asked[chosen] = (history, head)
+                kept = self._head[source if source >= 0 else chosen]
+                new_head = bool(head) and head != kept
+            return _Placement(slot, chosen, source, new_head)
+
+    def copied(self, placement: _Placement) -> None:
+        """The copy of ``placement.source`` is done: that slot may be written again."""
+        with self._lock:
+            self._reading[placement.source] -= 1
 
     def give_back(self, chosen: int) -> None:
         if chosen < 0:
@@ -147,7 +214,7 @@ class _SlotTable:
         with self._lock:
             self._busy[chosen] = False
             self._used[chosen] = time.monotonic()
-            self._history[chosen] = self._asked.pop(chosen, "")
+            self._history[chosen], self._head[chosen] = self._asked.pop(chosen, ("", ""))
 
 
 @dataclass
@@ -161,8 +228,16 @@ class _Request:
     stop_at: int = 0
     """Generated tokens after which the request ends (the reasoning budget); 0: none.
     Checked here, on the thread that receives the chunks, so it is exact."""
+    placing: threading.Lock | None = None
+    """Released at the first chunk (the server has placed the request) or at the end."""
+
+    def placed(self) -> None:
+        placing, self.placing = self.placing, None
+        if placing is not None:
+            placing.release()
 
     def on_chunk(self, chunk: dict[str, Any]) -> bool:
+        self.placed()
         self.chunks.put(chunk)
         if self.stop_at:
             timings = chunk.get("timings")
@@ -211,6 +286,21 @@ class XLlamaEngine:
         self._gpu = False
         self._lock = threading.Lock()
         self._slots = _SlotTable(self.slots)
+        self._unplaced = threading.Lock()
+        """Held by a request the server places (-1) until the server has placed it, so
+        the slot table can follow the server's choice."""
+        self._checkpointed = False
+        self._slot_dir: Path | None = None
+        self._build = ""
+        self._state_path: tuple[Path, int] | None = None
+        self._state_file: StateFile | None = None
+
+    def keep_state(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """Go on from the state in ``path`` when it begins the next prompt, and write there
+        the state of that prompt's history (``engines.state_file``): the server saves and
+        restores a slot. None: no file."""
+        self._state_path = None if path is None else (path, max_bytes)
+        self._state_file = None
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -245,8 +335,8 @@ class XLlamaEngine:
             ) from exc
         from agentworld_tui.engines.threads import physical_cores
 
-        template, bos, eos, trained = model_metadata(self.model_path)
-        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, trained or DEFAULT_N_CTX)
+        header = model_metadata(self.model_path)
+        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, header.trained_context or DEFAULT_N_CTX)
         threads = self.threads or physical_cores()
         key = secrets.token_urlsafe(32)
         params = xllamacpp.CommonParams()
@@ -258,7 +348,14 @@ class XLlamaEngine:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.n_ctx_checkpoints = self.checkpoints
+        # A checkpoint where each prompt's last message begins (see _stream), however close
+        # to the one before: the server's default spacing keeps one in thousands of tokens.
+        params.checkpoint_min_step = 1
         params.cache_ram_mib = self.prompt_cache_mib
+        # Not every idle slot copied into the prompt cache at every request's start: with
+        # many conversations in their slots that copying took more than the decoding. A
+        # slot another conversation takes is still kept there first.
+        params.cache_idle_slots = False
         params.hostnames = ["127.0.0.1"]
         params.port = 0
         params.api_keys = [key]
@@ -268,19 +365,27 @@ class XLlamaEngine:
         # slot, whose conversation the server first keeps in its prompt cache (and it
         # restores this one's from there): never a slot by a shared system prompt alone.
         params.slot_prompt_similarity = 0.0
+        # Where the server saves and restores slots: a fork copies its conversation's
+        # slot, and a state file goes through here. Private to this process.
+        slot_dir = Path(tempfile.mkdtemp(prefix="agentworld-slots-"))
+        params.slot_save_path = str(slot_dir) + os.sep
         say(f"loading {self.model_path.name}")
         try:
             server = xllamacpp.Server(params)
         except RuntimeError as exc:
+            shutil.rmtree(slot_dir, ignore_errors=True)
             raise EngineError(
                 f"could not load {self.model_path.name} with xllamacpp: {exc} (the file may be "
                 "truncated, its context too large for this machine's memory, or its "
                 "architecture newer than this build)"
             ) from exc
-        self._template = ChatTemplate(template, bos_token=bos, eos_token=eos)
+        self._template = ChatTemplate(header.template, bos_token=header.bos, eos_token=header.eos)
+        self._checkpointed = header.checkpointed
+        self._slot_dir = slot_dir
+        self._build = f"xllamacpp {_version(xllamacpp)}"
         self._gpu = self.requested_gpu_layers != 0 and _offloads(xllamacpp)
         self._server = server
-        self._slots = _SlotTable(self.slots)
+        self._slots = _SlotTable(self.slots, can_copy=True)
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
@@ -297,7 +402,10 @@ class XLlamaEngine:
     def unload(self) -> None:
         with self._lock:
             server, self._server = self._server, None
+            slot_dir, self._slot_dir = self._slot_dir, None
         del server  # its destructor stops the server's loop and frees the model
+        if slot_dir is not None:
+            shutil.rmtree(slot_dir, ignore_errors=True)
 
     # -- tokens -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -305,13 +413,36 @@ class XLlamaEngine:
             return max(1, len(text) // 3)
         return len(self.tokenize(text))
 
-    def tokenize(self, text: str) -> list[int]:
-        """The model's tokens for ``text`` (special tokens parsed, no BOS added)."""
-        reply = self._call("/tokenize", {"content": text, "add_special": False})
+    def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        """The model's tokens for ``text`` (special tokens parsed; with ``add_special``, a
+        BOS as the model asks, as the server adds it to a prompt)."""
+        reply = self._call("/tokenize", {"content": text, "add_special": add_special})
         tokens = reply.get("tokens")
         if not isinstance(tokens, list):
             raise EngineError("the xllamacpp server did not tokenize the text")
         return [int(t) for t in tokens]
+
+    def _slot_action(self, slot: int, action: str, filename: str) -> int:
+        """Save a slot to, or restore it from, ``filename`` in the slot folder; returns the
+        tokens it held (0: none, or it failed)."""
+        try:
+            reply = self._call(f"/slots/{slot}?action={action}", {"filename": filename})
+        except EngineError as exc:
+            log.warning("xllamacpp could not %s slot %d: %s", action, slot, exc)
+            return 0
+        count = reply.get("n_saved" if action == "save" else "n_restored")
+        return count if isinstance(count, int) else 0
+
+    def _copy_slot(self, source: int, target: int) -> None:
+        """Give ``target`` the conversation ``source`` holds, with its checkpoints."""
+        assert self._slot_dir is not None
+        name = f"copy-{secrets.token_hex(8)}.bin"
+        try:
+            if self._slot_action(source, "save", name):
+                self._slot_action(target, "restore", name)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
 
     def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST to the server's own HTTP side on 127.0.0.1 (never through a proxy)."""
@@ -374,17 +505,125 @@ class XLlamaEngine:
         except RenderCancelled:
             yield _ended(started, "cancelled", self._n_ctx)
             return
-        slot, holder = self._slots.take(prompt, history)
+        head = self._head(messages, params, prompt) if self._checkpointed else ""
+        place = self._slots.take(prompt, history, head, self._first_turn(messages, params))
         try:
-            yield from self._stream(server, prompt, slot, params, control, started)
+            if place.source >= 0:
+                try:
+                    self._copy_slot(place.source, place.chosen)
+                finally:
+                    self._slots.copied(place)
+            slot, prefixes, whole = self._prefixes(prompt, history, head, place)
+            yield from self._stream(
+                server, prompt, (slot, prefixes, whole), place, params, control, started
+            )
         finally:
-            self._slots.give_back(holder)
+            self._slots.give_back(place.chosen)
+
+    # -- the state file -----------------------------------------------------------------
+    def _state(self) -> StateFile | None:
+        if self._state_file is None and self._state_path is not None:
+            path, max_bytes = self._state_path
+            try:
+                self._state_file = StateFile(
+                    path, state_key(self._build, self.model_path), max_bytes
+                )
+            except OSError as exc:
+                log.warning("no model state file: %s", exc)
+                self._state_path = None
+        return self._state_file
+
+    def _restore_state_file(self, prompt: list[int], slot: int) -> int:
+        """Restore the state file's state into ``slot`` when it begins ``prompt``; returns
+        how many tokens it holds (0: none restored)."""
+        state = self._state()
+        saved = state.load(prompt) if state is not None else None
+        if state is None or saved is None or self._slot_dir is None:
+            return 0
+        name = f"state-{secrets.token_hex(8)}.bin"
+        try:
+            if state.copy_state(saved, self._slot_dir / name) and self._slot_action(
+                slot, "restore", name
+            ) == len(saved.tokens):
+                return len(saved.tokens)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
+        state.drop("the server could not restore it")
+        return 0
+
+    def _save_state_file(self, slot: int, tokens: list[int]) -> None:
+        """Save ``slot``, which holds exactly ``tokens``, into the state file."""
+        state = self._state()
+        if state is None or self._slot_dir is None:
+            return
+        name = f"state-{secrets.token_hex(8)}.bin"
+        try:
+            if self._slot_action(slot, "save", name) == len(tokens):
+                state.save(tokens, self._slot_dir / name)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
+
+    def _first_turn(self, messages: list[Message], params: GenerationParams) -> int:
+        """How long the prompt's system message and first turn are. Conversations of one
+        domain share the system prompt and the way an action is written: a prompt that
+        shares no more than that with a slot is no fork of its conversation."""
+        if len(messages) < 4:
+            return sys.maxsize
+        try:
+            return len(self.render(messages[:3], params, generation_prompt=False))
+        except (EngineError, RenderCancelled):
+            return sys.maxsize
+
+    def _head(self, messages: list[Message], params: GenerationParams, prompt: str) -> str:
+        """The prompt up to where its last message's content begins (found by rendering
+        it with that content left empty): a retried, edited or forked last turn shares it."""
+        if len(messages) < 2:
+            return ""
+        blank = [*messages[:-1], {**messages[-1], "content": ""}]
+        try:
+            text = self.render(blank, params)
+        except (EngineError, RenderCancelled):
+            return ""
+        return prompt[: _shared(text, prompt)]
+
+    def _prefixes(
+        self, prompt: str, history: str, head: str, place: _Placement
+    ) -> tuple[int, list[tuple[list[int], bool]], int]:
+        """The slot for the first request, and the parts of the prompt to send first.
+
+        On a model the server can take back only to its checkpoints, a prompt whose head
+        is new to its slot is sent up to the head first, so the server keeps a checkpoint
+        there for a later retry, edit or fork of this turn. With a state file, its state
+        is restored into the slot, and the prompt is sent up to its history's end, whose
+        state is then saved to the file (True beside it).
+        """
+        slot = place.slot
+        want_head = self._checkpointed and place.new_head
+        if place.chosen < 0 or not (want_head or self._state_path is not None):
+            return slot, [], 0
+        full = self.tokenize(prompt, add_special=True)
+        stops: dict[int, bool] = {}
+        if want_head:
+            stops[_common(self.tokenize(head, add_special=True), full)] = False
+        held = 0
+        if self._state_path is not None:
+            held = self._restore_state_file(full, place.chosen)
+            if held:
+                slot = place.chosen
+            end = _common(self.tokenize(history, add_special=True), full)
+            if end != held:
+                stops[end] = True
+        parts = [(full[:n], save) for n, save in sorted(stops.items()) if held < n < len(full)]
+        return slot, parts, len(full)
 
     def _stream(
         self,
         server: Any,
         prompt: str,
-        slot: int,
+        first_requests: tuple[int, list[tuple[list[int], bool]], int],
+        place: _Placement,
         params: GenerationParams,
         control: GenerationControl,
         started: float,
@@ -393,6 +632,35 @@ class XLlamaEngine:
             starts_in_reasoning=params.enable_thinking and opens_reasoning(prompt)
         )
         seen = _Progress()
+        slot, prefixes, whole = first_requests
+        reading = _Reading(whole if prefixes else 0)
+        for tokens, save in prefixes:
+            request = _Request(self._body(tokens, params, 0, slot))
+            runner = self._start(server, request, control)
+            part = _Progress()
+            for chunk in self._chunks(request, control):
+                error = chunk.get("error")
+                if error is not None:
+                    raise _failure(error)
+                progress = chunk.get("prompt_progress")
+                if isinstance(progress, dict):
+                    yield reading.progress(progress)
+                _read_counters(chunk, part)
+            reading.done += part.evaluated
+            if control.cancelled:
+                stats = GenerationStats(
+                    prompt_tokens=len(tokens),
+                    evaluated_prompt_tokens=reading.done,
+                    elapsed=time.perf_counter() - started,
+                    stop_reason="cancelled",
+                    n_ctx=self._n_ctx,
+                )
+                yield Finished("", "", False, stats)
+                return
+            runner.join()
+            slot = place.chosen
+            if save:
+                self._save_state_file(slot, tokens)
         reasoning_tokens = 0
         first_token_at: float | None = None
         stop: StopReason = "max_tokens"
@@ -403,10 +671,7 @@ class XLlamaEngine:
             request = _Request(self._body(text, params, left, slot))
             if splitter.in_reasoning and params.reasoning_budget:
                 request.stop_at = max(1, params.reasoning_budget - seen.generated)
-            runner = threading.Thread(
-                target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
-            )
-            runner.start()
+            runner = self._start(server, request, control)
             part = _Progress()
             try:
                 for chunk in self._chunks(request, control):
@@ -415,7 +680,7 @@ class XLlamaEngine:
                         raise _failure(error)
                     progress = chunk.get("prompt_progress")
                     if first and isinstance(progress, dict):
-                        yield _prompt_progress(progress)
+                        yield reading.progress(progress)
                     _read_counters(chunk, part)
                     piece = _text(chunk)
                     if piece:
@@ -438,8 +703,10 @@ class XLlamaEngine:
             if part.finish == "stop" and part.generated:
                 part.generated -= 1  # the server counts the end-of-generation token too
             if first:
-                seen.prompt_tokens, seen.evaluated = part.prompt_tokens, part.evaluated
+                seen.prompt_tokens = part.prompt_tokens
+                seen.evaluated = reading.done + part.evaluated
                 first = False
+                slot = place.chosen  # a continuation goes on in the slot that holds it
             seen.generated += part.generated
             if control.cancelled:  # the request ends at its next chunk, unwaited for
                 stop = "cancelled"
@@ -479,7 +746,7 @@ class XLlamaEngine:
         )
 
     def _body(
-        self, prompt: str, params: GenerationParams, max_tokens: int, slot: int
+        self, prompt: str | list[int], params: GenerationParams, max_tokens: int, slot: int
     ) -> dict[str, Any]:
         """The completions request: the same sampling chain as ``engines/llama.py``."""
         body: dict[str, Any] = {
@@ -501,6 +768,25 @@ class XLlamaEngine:
             body["seed"] = params.seed
         return body
 
+    def _start(
+        self, server: Any, request: _Request, control: GenerationControl
+    ) -> threading.Thread:
+        """Send the request on a thread of its own; one the server places (no slot named)
+        waits until the one before it was placed (a stop ends the wait: the request is
+        then ended before it is sent)."""
+        if request.body.get("id_slot", -1) < 0:
+            while not self._unplaced.acquire(timeout=POLL_S):
+                if control.cancelled:
+                    request.halt = True
+                    break
+            else:
+                request.placing = self._unplaced
+        runner = threading.Thread(
+            target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
+        )
+        runner.start()
+        return runner
+
     @staticmethod
     def _run(server: Any, request: _Request) -> None:
         """Send the request; its chunks go to its queue, then None."""
@@ -510,6 +796,7 @@ class XLlamaEngine:
             log.exception("xllamacpp request failed")
             request.chunks.put({"error": {"message": str(exc), "type": "server_error"}})
         finally:
+            request.placed()
             request.chunks.put(None)
 
     @staticmethod
@@ -528,6 +815,27 @@ class XLlamaEngine:
                 return
             yield chunk
         request.halt = True
+
+
+def _shared(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` begin with alike."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _version(xllamacpp: Any) -> str:
+    """The package's version and the commit it was built from (its llama.cpp with it)."""
+    try:
+        revision = str(xllamacpp._version.get_versions().get("full-revisionid", ""))
+    except Exception:
+        revision = ""
+    return f"{getattr(xllamacpp, '__version__', '?')} {revision}".strip()
 
 
 def _offloads(xllamacpp: Any) -> bool:
@@ -565,11 +873,32 @@ def _read_counters(chunk: dict[str, Any], progress: _Progress) -> None:
             progress.finish = reason
 
 
-def _prompt_progress(progress: dict[str, Any]) -> PromptProgress:
-    cached = int(progress.get("cache", 0) or 0)
-    total = int(progress.get("total", 0) or 0)
-    done = int(progress.get("processed", 0) or 0)
-    return PromptProgress(max(0, done - cached), max(0, total - cached))
+@dataclass
+class _Reading:
+    """How far the prompt has been read, over the requests that read it."""
+
+    whole: int
+    """The tokens of the whole prompt when parts of it go first (0: the request's own)."""
+    done: int = 0
+    """Tokens read by the requests that ended."""
+    total: int = 0
+
+    def progress(self, progress: dict[str, Any]) -> PromptProgress:
+        cached = int(progress.get("cache", 0) or 0)
+        total = int(progress.get("total", 0) or 0)
+        read = max(0, int(progress.get("processed", 0) or 0) - cached)
+        if not self.total:
+            self.total = max(0, (self.whole or total) - cached)
+        return PromptProgress(self.done + read, max(self.total, self.done + read))
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _failure(error: object) -> EngineError:

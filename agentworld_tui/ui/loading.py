@@ -76,13 +76,16 @@ class ModelLoading:
 
     # -- picking another model ----------------------------------------------------------
     def pick(self) -> None:
-        from agentworld_tui.ui.screens.model_picker import ModelPicker
+        from agentworld_tui.ui.screens.model_picker import ModelPicker, engine_in_use
 
         app = self.app
         if app.simulator.any_busy():
             app.notify("Stop the running turn first (Esc).", severity="warning")
             return
-        app.push_screen(ModelPicker(), self.use)
+        loaded = app.simulator.engine
+        model = app.settings.model
+        engine = engine_in_use(loaded.info if loaded else None, model.engine, model.slots)
+        app.push_screen(ModelPicker(engine=engine), self.use)
 
     def use(self, path: Path | None) -> None:
         """Load ``path`` in place of the current model and, once it has loaded, remember it
