@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentworld_tui.cli.env",
     "agentworld_tui.cli.rollout",
     "agentworld_tui.cli.mcp",
+    "agentworld_tui.cli.traces",
 )
 
 
