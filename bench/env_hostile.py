@@ -22,15 +22,15 @@ and after many abandoned sessions.
    alone first and last, the mean of the two the reference).
 2. Soak. 1,000 WebSocket sessions opened, reset, stepped once and dropped without a close
    (the client's process ends: its sockets close with no close frame), 50 at a time; then
-   ``--kept`` sessions left open and silent by a client that never closes them (an
-   ``EnvClient`` dropped without ``close()`` keeps its connection and answers pings),
-   until ``env serve --session-idle-timeout`` closes them. The server's descriptors and
-   resident memory (``/proc``) before, after the dropped ones, while the kept ones are
-   open, and once the server closed them.
+   1,000 left open and silent by a client that never closes them (an ``EnvClient``
+   dropped without ``close()`` keeps its connection and answers pings), until ``env serve
+   --session-idle-timeout`` closes them; two rounds. The server's descriptors and resident
+   memory (``/proc``) before, after the dropped ones, while the kept ones are open, and
+   once the server closed them.
 
     python bench/env_hostile.py                  # both, ~10 min
     python bench/env_hostile.py --only hostile   # 7 runs of 60 s (~8 min)
-    python bench/env_hostile.py --only soak      # ~2 min
+    python bench/env_hostile.py --only soak      # 2 rounds (~3 min)
     python bench/env_hostile.py --quick          # ~1 min
 """
 
@@ -356,18 +356,18 @@ def settle(served: EnvServe, below: int, seconds: float) -> int:
 
 
 def abandoned_sessions(
-    count: int, kept: int, idle: float, folder: Path, batch: int = 50
-) -> dict[str, Any]:
-    """The server's descriptors and resident memory before ``count`` sessions dropped
-    without a close, after them, while ``kept`` more are open and silent, and once their
-    idle time closed them."""
+    count: int, kept: int, idle: float, rounds: int, folder: Path, batch: int = 50
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """The server's descriptors and resident memory (KiB) before, then for each round:
+    after ``count`` sessions dropped without a close, while ``kept`` more are open and
+    silent, and once their idle time closed them. Memory a leak held would grow round by
+    round; the allocator's arenas, kept once grown, do not."""
     world = WorldModel(batch + 8, 0.0)
     served = EnvServe(
         world.url, "terminal", folder, "--concurrency", str(batch + 8),
         "--max-sessions", str(max(kept, batch) + 8), "--session-idle-timeout", f"{idle:g}",
     )  # fmt: skip
     plain = json.dumps(PLAIN["terminal"])
-    figures: dict[str, Any] = {}
 
     def sessions(n: int, keep: bool) -> tuple[subprocess.Popen[str], list[bool]]:
         process = subprocess.Popen(
@@ -377,39 +377,38 @@ def abandoned_sessions(
         assert process.stdout is not None
         return process, json.loads(process.stdout.readline())
 
+    rows: list[dict[str, Any]] = []
     try:
         warm, _ = sessions(20, False)
         warm.wait(60)
         start = settle(served, 0, 3)
-        figures.update(fds_before=start, rss_before=served.resident_kib())
-        stepped = 0
-        for first in range(0, count, batch):
-            process, done = sessions(min(batch, count - first), False)
-            process.wait(60)
-            stepped += sum(done)
-        figures.update(
-            stepped=stepped,
-            fds_dropped=settle(served, start, 10),
-            rss_dropped=served.resident_kib(),
-        )
-        if kept:
-            holder, done = sessions(kept, True)
-            figures.update(
-                kept_stepped=sum(done),
-                fds_kept=served.descriptors(),
-                rss_kept=served.resident_kib(),
-            )
-            began = time.monotonic()
-            figures["fds_expired"] = settle(served, start, idle * 3 + 30)
-            figures["expired_after"] = time.monotonic() - began
-            figures["rss_expired"] = served.resident_kib()
-            assert holder.stdin is not None
-            holder.stdin.close()
-            holder.wait(30)
+        before = {"fds": start, "rss": served.resident_kib()}
+        for _round in range(rounds):
+            row: dict[str, Any] = {"stepped": 0}
+            for first in range(0, count, batch):
+                process, done = sessions(min(batch, count - first), False)
+                process.wait(60)
+                row["stepped"] += sum(done)
+            row.update(fds_dropped=settle(served, start, 10), rss_dropped=served.resident_kib())
+            if kept:
+                holder, done = sessions(kept, True)
+                row.update(
+                    kept_stepped=sum(done),
+                    fds_kept=served.descriptors(),
+                    rss_kept=served.resident_kib(),
+                )
+                began = time.monotonic()
+                row["fds_expired"] = settle(served, start, idle * 3 + 30)
+                row["expired_after"] = time.monotonic() - began
+                row["rss_expired"] = served.resident_kib()
+                assert holder.stdin is not None
+                holder.stdin.close()
+                holder.wait(30)
+            rows.append(row)
     finally:
         served.close()
         world.close()
-    return figures
+    return before, rows
 
 
 def main() -> None:
@@ -423,14 +422,15 @@ def main() -> None:
         "--kinds", default="pattern,unique,keystrokes", help="hostile kinds, comma separated"
     )
     parser.add_argument("--abandoned", type=int, default=1000, help="dropped sessions (soak)")
-    parser.add_argument("--kept", type=int, default=200, help="sessions left open (soak)")
+    parser.add_argument("--kept", type=int, default=1000, help="sessions left open (soak)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the soak")
     parser.add_argument(
         "--idle", type=float, default=30.0, help="env serve's --session-idle-timeout (soak)"
     )
     args = parser.parse_args()
     if args.quick:
         args.sessions, args.latency, args.seconds = 8, 0.3, 3.0
-        args.abandoned, args.kept, args.idle = 60, 10, 1.0
+        args.abandoned, args.kept, args.idle, args.rounds = 60, 10, 1.0, 1
     kinds = [k for k in args.kinds.split(",") if k]
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
@@ -473,24 +473,25 @@ def report_hostile(args: argparse.Namespace, kinds: list[str], folder: Path) -> 
 
 
 def report_soak(args: argparse.Namespace, folder: Path) -> None:
-    figures = abandoned_sessions(args.abandoned, args.kept, args.idle, folder)
+    before, rows = abandoned_sessions(args.abandoned, args.kept, args.idle, args.rounds, folder)
     print(
-        f"\n2. {args.abandoned:,} sessions opened, reset, stepped once ({figures['stepped']} "
-        "answered) and dropped without a close"
+        f"\n2. {args.rounds} rounds of {args.abandoned:,} sessions opened, reset, stepped once "
+        f"and dropped without a close, then {args.kept:,} left open and silent until "
+        f"--session-idle-timeout {args.idle:g} closed them"
     )
-    print(
-        f"   descriptors {figures['fds_before']} before, {figures['fds_dropped']} after; "
-        f"resident {figures['rss_before'] / 1024:.1f} MiB before, "
-        f"{figures['rss_dropped'] / 1024:.1f} MiB after"
-    )
-    if args.kept:
+    print(f"   before: descriptors {before['fds']}, resident {before['rss'] / 1024:.1f} MiB")
+    for n, row in enumerate(rows, 1):
         print(
-            f"   then {args.kept:,} left open and silent ({figures['kept_stepped']} stepped), "
-            f"--session-idle-timeout {args.idle:g}: descriptors {figures['fds_kept']} while "
-            f"open, {figures['fds_expired']} {figures['expired_after']:.1f} s later; resident "
-            f"{figures['rss_kept'] / 1024:.1f} MiB while open, "
-            f"{figures['rss_expired'] / 1024:.1f} MiB after"
+            f"   round {n}: {row['stepped']} stepped and dropped: descriptors "
+            f"{row['fds_dropped']}, resident {row['rss_dropped'] / 1024:.1f} MiB"
         )
+        if args.kept:
+            print(
+                f"            {row['kept_stepped']} stepped and left open: descriptors "
+                f"{row['fds_kept']}, resident {row['rss_kept'] / 1024:.1f} MiB; "
+                f"{row['expired_after']:.1f} s later: descriptors {row['fds_expired']}, "
+                f"resident {row['rss_expired'] / 1024:.1f} MiB"
+            )
 
 
 if __name__ == "__main__":
