@@ -180,8 +180,9 @@ class AgentWorldApp(App[int]):
 
         await self.tabs_ready.wait()
         if self.start_twin is not None:
-            attach_shadow(self, *self.start_twin)
+            domain, shadow = self.start_twin
             self.start_twin = None
+            await attach_shadow(self, domain, shadow)
 
     def pane_built(self, pane: DomainPane) -> None:
         self._panes[pane.domain.name] = pane

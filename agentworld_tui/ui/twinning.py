@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentworld_tui.ui.app import AgentWorldApp
     from agentworld_tui.ui.panes.base import DomainPane
     from agentworld_tui.ui.widgets.reality.twin_view import Mode, TwinView
+    from agentworld_tui.world.domain import Scenario
 
 TWIN_VIEW = "twin-view"
 NOT_FOLLOWED = (
@@ -97,10 +98,41 @@ def describe_spec(spec: TwinSpec, backend: str = "") -> str:
     return f"a {found.get('backend')} sandbox holding a copy of {seed} at {found.get('workdir')}, {net}"
 
 
-def start_twin(choice: TwinChoice) -> tuple[TwinRunner, RealObservation]:
-    """Start the twin (blocking: call it off the event loop); a TwinStartError of one line
-    says why it did not start."""
-    return choice.spec.start()
+@dataclass(frozen=True)
+class StartedTwin:
+    """A twin that started, ready to be put beside a tab."""
+
+    choice: TwinChoice
+    runner: TwinRunner
+    first: RealObservation
+    """Its first state (a terminal's screen; empty for others)."""
+    tools: list[dict[str, Any]] | None = None
+    """An MCP server's own tool list (None: not read)."""
+    tools_problem: str = ""
+    """Why the server's tool list could not be read."""
+
+
+def start_twin(choice: TwinChoice) -> StartedTwin:
+    """Start the twin, and read a real MCP server's tool list (blocking: call it off the
+    event loop); a TwinStartError of one line says why it did not start."""
+    runner, first = choice.spec.start()
+    return with_server_tools(StartedTwin(choice, runner, first))
+
+
+def with_server_tools(started: StartedTwin) -> StartedTwin:
+    """An MCP twin's tools, listed by the server itself, so that the tab calls the tools
+    reality has (blocking). No tool is called; a server that cannot list them keeps the
+    tab's own list, and the reason is kept to be said."""
+    spec = started.choice.spec
+    if spec.domain != "mcp":
+        return started
+    from agentworld_tui.agents.mcp.capture import CaptureError, capture_blocking
+
+    try:
+        captured = capture_blocking(command=list(spec.command) or None, url=spec.url)
+    except CaptureError as exc:
+        return replace(started, tools_problem=str(exc))
+    return replace(started, tools=captured.tools)
 
 
 class TabReality:
@@ -113,23 +145,28 @@ class TabReality:
         self.view: TwinView | None = None
         self.mode: Mode = "sides"
         self._following = True
-        self._expect_shadow = False
-        """A shadowed ``send`` is starting its turn."""
 
     # -- the pane's hooks -----------------------------------------------------------------
     def send_options(self) -> dict[str, Any]:
         """``simulator.send``'s options for the next action: the shadow while the twin
         follows the turns shown."""
         twin = self.twin
-        self._expect_shadow = twin is not None and self._check_following()
-        return {"shadow": twin.shadow} if twin is not None and self._expect_shadow else {}
+        if twin is None or not self._check_following():
+            return {}
+        return {"shadow": twin.shadow}
 
     def turn_started(self, run: TurnRun) -> None:
         """A turn began in the tab (typed, retried, an agent's call, a pending turn)."""
         twin, turn = self.twin, run.turn
-        shadowed, self._expect_shadow = self._expect_shadow, False
-        if twin is not None and shadowed and not any(t is turn for t in twin.acted):
-            twin.acted.append(turn)
+        shadowed = False
+        if twin is not None:
+            from agentworld_tui.simulator.shadow import ShadowRun
+
+            # A new turn of the twin's session in shadow mode: its action goes to the
+            # twin now (a retry's turn has its real side already).
+            shadowed = isinstance(run, ShadowRun) and turn.reality is None
+            if shadowed and run.session is twin.session:
+                twin.acted.append(turn)
         if shadowed or turn.reality is not None:
             view = self.ensure_view()
             view.show_running(turn)
@@ -144,8 +181,8 @@ class TabReality:
             self.view.show_real(real.text, real.status.value, real.error)
 
     def turn_finished(self, turn: Turn) -> None:
-        if self.view is not None and (turn.reality is not None or self.twin is not None):
-            self.view.show_turn(turn if turn.reality is not None else self.last_twinned())
+        if self.view is not None and self.view.display:
+            self.view.show_turn(turn)
 
     def turn_line(self, turn: Turn) -> Text | None:
         """The line under a twinned turn in the transcript (None for other turns)."""
@@ -281,60 +318,81 @@ def open_dialog(app: AgentWorldApp, pane: DomainPane) -> None:
             reality.untwin()
             app.notify(f"The {pane.domain.title} tab is no longer twinned.", timeout=5)
             return
-        choice, runner, first = result.started
         if pane.busy:
-            close_runner(runner)
+            close_runner(result.started.runner)
             app.notify("The tab was busy: the twin was not attached.", severity="warning")
             return
-        attach(app, pane, choice, runner, first)
+        attach(app, pane, result.started)
 
     app.push_screen(TwinDialog(pane.domain.name, pane.domain.title, current=current), chosen)
 
 
-def attach(
-    app: AgentWorldApp,
-    pane: DomainPane,
-    choice: TwinChoice,
-    runner: TwinRunner,
-    first: RealObservation,
-) -> bool:
+def attach(app: AgentWorldApp, pane: DomainPane, started: StartedTwin) -> bool:
     """Twin ``pane`` with a started twin: the tab starts afresh (its turns are kept as a
-    saved session), from the twin's first state where it has one (a terminal's screen), so
-    that both sides start alike. False (the twin closed) when the tab could not."""
-    from dataclasses import replace
-
+    saved session), from the twin's first state where it has one (a terminal's screen) and
+    with a real server's own tools, so that both sides start alike. False (the twin
+    closed) when the tab could not."""
     from agentworld_tui.ui.tab_actions import replace_session
     from agentworld_tui.world.session import new_session
 
+    choice, runner = started.choice, started.runner
     pane.reality.untwin()
-    scenario = pane.session.scenario
-    if first.text.strip():
-        scenario = replace(
-            scenario,
-            name="twin",
-            title=f"Twin: {describe_spec(choice.spec, sandbox_backend(runner))}",
-            description="",
-            state=first.text,
-        )
+    scenario = twin_scenario(app, pane.session.scenario, started)
     session, problems = new_session(pane.domain, scenario)
     for problem in problems:
         app.notify(problem, severity="warning")
     if not replace_session(app, pane, session):
         close_runner(runner)
         return False
-    pane.reality.twin_with(choice, runner, first)
+    pane.reality.twin_with(choice, runner, started.first)
     app.save_session()
     side = "reality's answer" if choice.deliver == "real" else "the world model's prediction"
     app.notify(
-        f"Twinned with {describe_spec(choice.spec, sandbox_backend(runner))}. Each action goes to both; the agent "
-        f"receives {side}.",
+        f"Twinned with {describe_spec(choice.spec, sandbox_backend(runner))}. Each action "
+        f"goes to both; the agent receives {side}.",
         title=pane.domain.title,
         timeout=8,
     )
     return True
 
 
-def attach_shadow(app: AgentWorldApp, domain: str, shadow: Shadow) -> bool:
+def twin_scenario(app: AgentWorldApp, scenario: Scenario, started: StartedTwin) -> Scenario:
+    """What a twinned tab starts from: the twin's own first state (a terminal's screen; a
+    sandbox's folder holds what the user seeded, not a shipped scenario's repository), or,
+    for MCP, the real server's tools (the tab's own where the server cannot list them)."""
+    from agentworld_tui.world.domain import Scenario
+
+    spec = started.choice.spec
+    title = f"Twin: {describe_spec(spec, sandbox_backend(started.runner))}"
+    if spec.domain != "mcp":
+        workdir = spec.describe().get("workdir", "")
+        about = (
+            f"The repository at {workdir}, as the twin holds it." if spec.domain == "swe" else ""
+        )
+        return Scenario("twin", title, about, state=started.first.text)
+    if started.tools is None:
+        if started.tools_problem:
+            app.notify(
+                f"{started.tools_problem}: the tab keeps its own tool list.",
+                severity="warning",
+                timeout=10,
+            )
+        return replace(scenario, title=title)
+    from agentworld_tui.domains.tool_call import ToolListError, tools_from_data, with_tools
+
+    try:
+        tools = tools_from_data(started.tools)
+    except ToolListError as exc:
+        app.notify(
+            f"The server's tool list is unusable ({exc}): the tab keeps its own.",
+            severity="warning",
+            timeout=10,
+        )
+        return replace(scenario, title=title)
+    return with_tools(Scenario("twin", title, "The tools the real server lists."), tools)
+
+
+async def attach_shadow(app: AgentWorldApp, domain: str, shadow: Shadow) -> bool:
     """Put a twin started on the command line (``--twin`` and its flags) beside its tab,
     and show that tab."""
     pane = app.pane_for(domain)
@@ -342,7 +400,9 @@ def attach_shadow(app: AgentWorldApp, domain: str, shadow: Shadow) -> bool:
         close_runner(shadow.runner)
         return False
     choice = TwinChoice(shadow.spec, deliver=shadow.deliver, check=shadow.check)
-    if not attach(app, pane, choice, shadow.runner, shadow.first):
+    started = StartedTwin(choice, shadow.runner, shadow.first)
+    started = await asyncio.to_thread(with_server_tools, started)
+    if not attach(app, pane, started):
         return False
     app.show_tab(domain)
     return True

@@ -22,16 +22,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Label, RadioButton, RadioSet, Select, Static
 
-from agentworld_tui.ui.twinning import TwinChoice, start_twin
+from agentworld_tui.ui.twinning import StartedTwin, TwinChoice, start_twin
 from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
-    from agentworld_tui.reality.observation import RealObservation
     from agentworld_tui.reality.sandbox import BackendChoice
     from agentworld_tui.reality.spec import Deliver
-    from agentworld_tui.reality.twin import TwinRunner
 
 SANDBOX_DOMAINS = ("terminal", "swe")
 TWIN_DOMAINS = ("terminal", "swe", "mcp")
@@ -52,8 +50,8 @@ HOST_WARNING = (
 
 @dataclass(frozen=True)
 class TwinDialogResult:
-    started: tuple[TwinChoice, TwinRunner, RealObservation] | None
-    """The twin started, its first state: the tab is twinned with it. None: untwin."""
+    started: StartedTwin | None
+    """The twin started: the tab is twinned with it. None: untwin."""
 
 
 class TwinDialog(ModalScreen[TwinDialogResult | None]):
@@ -274,33 +272,29 @@ class TwinDialog(ModalScreen[TwinDialogResult | None]):
         from agentworld_tui.reality.spec import TwinStartError
 
         try:
-            runner, first = start_twin(choice)
+            started = start_twin(choice)
         except TwinStartError as exc:
             self._deliver(None, str(exc))
             return
         except Exception as exc:  # a twin's own bug: said in the dialog, never a traceback
             self._deliver(None, f"the twin did not start: {type(exc).__name__}: {exc}")
             return
-        self._deliver((choice, runner, first), "")
+        self._deliver(started, "")
 
-    def _deliver(
-        self, started: tuple[TwinChoice, TwinRunner, RealObservation] | None, error: str
-    ) -> None:
+    def _deliver(self, started: StartedTwin | None, error: str) -> None:
         try:
             self.app.call_from_thread(self._started, started, error)
         except RuntimeError:  # the app has closed meanwhile
             if started is not None:
-                started[1].close()
+                started.runner.close()
 
-    def _started(
-        self, started: tuple[TwinChoice, TwinRunner, RealObservation] | None, error: str
-    ) -> None:
+    def _started(self, started: StartedTwin | None, error: str) -> None:
         self.starting = False
         if self.closed:
             if started is not None:
                 from agentworld_tui.ui.twinning import close_runner
 
-                close_runner(started[1])
+                close_runner(started.runner)
             return
         if started is None:
             self.query_one("#start", Button).disabled = False

@@ -150,6 +150,7 @@ class TwinView(Vertical):
         predicted, real, diff = self._view("predicted"), self._view("real"), self._view("diff")
         for view in (predicted, real, diff):
             view.clear()
+        self.query_one("#twin-real-title", Static).update(Text("Reality"))
         turn = self.turn
         if turn is None:
             self._head(
@@ -174,7 +175,11 @@ class TwinView(Vertical):
         record = RealityRecord.of(turn)
         head = Text(f"Turn {turn.number} · {label} · ", style="bold")
         if record is None:
-            head.append("not twinned (sent while the tab had no twin)", style="dim")
+            head.append(
+                "simulation only: not sent to reality (no twin, or one that did not follow "
+                "these turns)",
+                style="yellow",
+            )
             self._head(head)
             predicted.append(sanitize(turn.observation))
             return
