@@ -474,3 +474,41 @@ async def test_a_twin_asked_for_on_the_command_line_is_beside_its_tab(
         turn = pane.session.turns[0]
         assert turn.reality is not None and turn.reality["delivered"] == "sim"
         assert turn.shown_text == SCREEN  # the agent got the prediction
+
+
+def test_a_routed_turn_s_line_says_where_it_was_answered_and_which_examples_it_was_shown() -> None:
+    """A turn whose record holds a routing decision and its grounding (as
+    ``Decision.to_dict`` and ``Grounding.to_dict`` write them) says both; a tool name from a
+    server, in the reason, is shown clean."""
+    from agentworld_tui.reality.grounding import Grounding
+    from agentworld_tui.reality.routing import Decision, Route
+    from agentworld_tui.ui.widgets.reality.record import RealityRecord
+
+    mcp = get_domain("mcp")
+    session, _ = new_session(mcp, Scenario("s", "S"))
+    turn = session.begin_turn(
+        mcp.parse_action('{"name": "read_note", "arguments": {}}', session.scenario)
+    )
+    decision = Decision(
+        "read_note", 1, Route.SHADOW, Route.SHADOW, 2, f"rule 2 (reads{HOSTILE}): readOnlyHint=true"
+    )
+    grounding = Grounding(text="…", examples=(12, 40), cut=(40,), tokens=300, budget=2000)
+    turn.observation = "predicted"
+    turn.reality = {
+        "real": {"text": "real", "status": "ok", "elapsed": 0.1},
+        "divergence": {"score": 0.5, "diverged": True},
+        "delivered": "real",
+        "route": decision.to_dict(),
+        "grounding": grounding.to_dict(),
+    }
+    record = RealityRecord.of(turn)
+    assert record is not None
+    line = record.line().plain
+    assert line.startswith("⇄ divergence 0.50 (diverged) · delivered: real · answered: both (")
+    assert "grounded on 2 real examples: #12, #40 (cut)" in line
+    assert "\x1b" not in line and "\u202e" not in line and "[bold red]markup[/]" in line
+    turn.reality = {
+        **turn.reality,
+        "grounding": Grounding(problem="the index is damaged").to_dict(),
+    }
+    assert "grounding failed: the index is damaged" in RealityRecord.of(turn).line().plain  # type: ignore[union-attr]
