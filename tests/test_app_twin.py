@@ -12,13 +12,16 @@ harmlessly."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pane_driver import make_app, open_tab, wait_for
 from realitykit import any_backend, living_in
+from textual.widgets import Select
 
 from agentworld_tui.domains import get_domain
 from agentworld_tui.reality.spec import TwinSpec
@@ -97,8 +100,6 @@ async def twin_in_dialog(
     for name, value in fields.items():
         dialog.query_one(f"#{name}", Field).value = value
     if backend:
-        from textual.widgets import Select
-
         dialog.query_one("#backend", Select).value = backend
     await pilot.press("ctrl+s")
     await wait_for(pilot, lambda: not dialog.starting, timeout=60)
@@ -512,3 +513,29 @@ def test_a_routed_turn_s_line_says_where_it_was_answered_and_which_examples_it_w
         "grounding": Grounding(problem="the index is damaged").to_dict(),
     }
     assert "grounding failed: the index is damaged" in RealityRecord.of(turn).line().plain  # type: ignore[union-attr]
+
+
+async def test_a_dialog_closed_while_its_twin_starts_closes_the_twin(
+    terminal_model: Path, seed: Path
+) -> None:
+    def scratch() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob(f"agentworld-twin-{os.getpid()}-*"))
+
+    before = scratch()
+    app = make_app(terminal_model)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        pane = pane_of(app)
+        session = pane.session
+        await pilot.press("shift+f9")
+        await wait_for(pilot, lambda: isinstance(app.screen, TwinDialog))
+        dialog = app.screen
+        assert isinstance(dialog, TwinDialog)
+        dialog.query_one("#seed", Field).value = str(seed)
+        dialog.query_one("#backend", Select).value = any_backend()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: bool(scratch() - before))  # the sandbox is being made
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not dialog.is_attached)
+        await wait_for(pilot, lambda: not (scratch() - before), timeout=60)
+        assert pane.reality.twin is None and pane.session is session
