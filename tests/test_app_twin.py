@@ -439,6 +439,8 @@ def test_the_app_s_command_line_gives_a_tab_its_twin(seed: Path) -> None:
         return args
 
     assert app_twin_from_args(parsed()) is None
+    with pytest.raises(UserError, match="--tab names the tab a twin is for"):
+        app_twin_from_args(parsed("--tab", "swe"))
     with pytest.raises(UserError, match="--check goes with a twin"):
         app_twin_from_args(parsed("--check", "true"))
     with pytest.raises(UserError, match="--twin-command is for mcp twins"):

@@ -192,10 +192,15 @@ def app_twin_from_args(args: argparse.Namespace) -> tuple[str, Shadow] | None:
     sandbox and MCP for a server) and its twin, started; None when no twin is asked for.
     A UserError of one line when the flags do not fit or the twin does not start."""
     tab = getattr(args, "tab", None)
-    if tab is None:
-        tab = "mcp" if args.twin_command is not None or args.twin_url is not None else "terminal"
-    shadow = shadow_from_args(args, tab)
-    return None if shadow is None else (tab, shadow)
+    domain = tab
+    if domain is None:
+        domain = "mcp" if args.twin_command is not None or args.twin_url is not None else "terminal"
+    shadow = shadow_from_args(args, domain)
+    if shadow is None and tab is not None:
+        raise UserError(
+            "--tab names the tab a twin is for: add --twin (or --twin-command/--twin-url)"
+        )
+    return None if shadow is None else (domain, shadow)
 
 
 def _after_prefix(reason: str) -> str:
