@@ -49,6 +49,7 @@ from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace
 
 if TYPE_CHECKING:
+    from agentworld_tui.simulator.shadow import Shadow
     from agentworld_tui.ui.agent_serving import TabServing
 
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
@@ -71,13 +72,16 @@ class AgentWorldApp(App[int]):
         session_file: Path | None = None,
         offer_resume: bool = True,
         offer_models: bool = True,
+        twin: tuple[str, Shadow] | None = None,
     ) -> None:
+        """``twin``: a tab (its domain) and the twin started for it on the command line."""
         super().__init__()
         read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
         self.settings = settings
         self.session_file = session_file
-        self.offer_resume = offer_resume and session_file is None
+        self.offer_resume = offer_resume and session_file is None and twin is None
+        self.start_twin = twin
         self.offer_models = offer_models
         self.files = OpenWorkspace(SessionLibrary(sessions_dir()))
         self.loading = ModelLoading(self)
@@ -168,6 +172,17 @@ class AgentWorldApp(App[int]):
         self.pane_built(self.query_one(DomainPane))
         self.show_status()
         self.call_after_refresh(self.call_later, self.start_up.build_other_tabs)
+        if self.start_twin is not None:
+            self.run_worker(self._twin_at_start(), group="twin-start")
+
+    async def _twin_at_start(self) -> None:
+        from agentworld_tui.ui.twinning import attach_shadow
+
+        await self.tabs_ready.wait()
+        if self.start_twin is not None:
+            domain, shadow = self.start_twin
+            self.start_twin = None
+            await attach_shadow(self, domain, shadow)
 
     def pane_built(self, pane: DomainPane) -> None:
         self._panes[pane.domain.name] = pane
@@ -271,6 +286,25 @@ class AgentWorldApp(App[int]):
 
         judge_last_turn(self)
 
+    def action_twin(self) -> None:
+        from agentworld_tui.ui.twinning import open_dialog
+
+        pane = tab_actions.idle_pane(self)
+        if pane is not None:
+            open_dialog(self, pane)
+
+    def action_twin_view(self) -> None:
+        from agentworld_tui.ui.twinning import toggle_view
+
+        if self.active_pane is not None:
+            toggle_view(self, self.active_pane)
+
+    def action_twin_summary(self) -> None:
+        from agentworld_tui.ui.twinning import summary
+
+        if self.active_pane is not None:
+            summary(self, self.active_pane)
+
     async def action_agent(self) -> None:
         from agentworld_tui.ui.agent_serving import toggle
 
@@ -314,6 +348,9 @@ class AgentWorldApp(App[int]):
             from agentworld_tui.ui.agent_serving import end_all
 
             await end_all(self)
+        from agentworld_tui.ui.twinning import close_all
+
+        await close_all(self)  # every twin's sandbox or server goes with the app
 
     async def action_quit(self) -> None:
         if self.serving:
