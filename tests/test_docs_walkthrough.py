@@ -47,6 +47,7 @@ import pytest
 from faultserver import free_port
 from markdown_it import MarkdownIt
 from policyserver import Call, PolicyServer, Say
+from slotserver import SlotServer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/agents.md", "docs/training.md")
@@ -60,6 +61,9 @@ NOTES = {"count": 2, "notes": ["todo.md", "ideas.md"]}
 output schema."""
 START_LIMIT_S = 180.0
 STEP_LIMIT_S = 600.0
+SLOW_CALL_S = 6.0
+"""How long the world model behind the HTTP server takes: more than httpx2's default
+timeout (5 s), less than any real model's call."""
 
 
 def scripted_answer(observation: str) -> list[str]:
@@ -497,47 +501,53 @@ async def test_captured_tools_are_served_over_stdio_to_the_sdk_client(walk: Walk
 
 
 async def test_served_over_http_with_a_token(walk: Walk) -> None:
+    block = BLOCKS["http-serve"]
+    port = free_port()
+    with SlotServer(slots=1, latency=SLOW_CALL_S, observation=SCREEN) as slow_world:
+        (export_line, export), (serve_line, serve) = block.commands(
+            block.fill(
+                ("--host 0.0.0.0", f"--host 127.0.0.1 --port {port}"),
+                ("http://gpu:8000/v1", slow_world.url),
+            )
+        )
+        walk.export(block, export_line, export)
+        assert len(walk.env["AGENTWORLD_MCP_TOKEN"]) >= 32, block.where(export_line)
+        with walk.serving(block, serve_line, serve, ready=r"serving .* at http://"):
+            await http_clients(walk, port)
+
+
+async def http_clients(walk: Walk, port: int) -> None:
+    """The coding agent's entry and the Python example, each call slower than httpx2's
+    default timeout, as a real world model's are."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    block = BLOCKS["http-serve"]
-    port = free_port()
-    (export_line, export), (serve_line, serve) = block.commands(
-        block.fill(
-            ("--host 0.0.0.0", f"--host 127.0.0.1 --port {port}"),
-            ("http://gpu:8000/v1", walk.world_url),
-        )
-    )
-    walk.export(block, export_line, export)
-    token = walk.env["AGENTWORLD_MCP_TOKEN"]
-    assert len(token) >= 32, block.where(export_line)
-    with walk.serving(block, serve_line, serve, ready=r"serving .* at http://"):
-        agent = BLOCKS["coding-agent-http"]
-        entry = json.loads(agent.fill(("127.0.0.1:8765", f"127.0.0.1:{port}")))["mcpServers"][
-            "simulated-terminal"
-        ]
-        headers = {
-            key: re.sub(r"\$\{(\w+)\}", lambda m: walk.env[m.group(1)], value)
-            for key, value in entry["headers"].items()
-        }
-        assert entry["type"] == "http"
-        refused = httpx2.post(entry["url"], json={}, headers={"Accept": "application/json"})
-        assert refused.status_code == 401, agent.where(agent.line)
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=STEP_LIMIT_S))
-        with anyio.fail_after(STEP_LIMIT_S):
-            async with (
-                http,
-                Client(streamable_http_client(entry["url"], http_client=http)) as client,
-            ):
-                listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-                result = await client.call_tool("execute_bash", {"command": "ls"})
-                check_result(agent, agent.line, listed["execute_bash"], result)
-                assert SCREEN in result.content[0].text
+    agent = BLOCKS["coding-agent-http"]
+    entry = json.loads(agent.fill(("127.0.0.1:8765", f"127.0.0.1:{port}")))["mcpServers"][
+        "simulated-terminal"
+    ]
+    headers = {
+        key: re.sub(r"\$\{(\w+)\}", lambda m: walk.env[m.group(1)], value)
+        for key, value in entry["headers"].items()
+    }
+    assert entry["type"] == "http"
+    refused = httpx2.post(entry["url"], json={}, headers={"Accept": "application/json"})
+    assert refused.status_code == 401, agent.where(agent.line)
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=STEP_LIMIT_S))
+    with anyio.fail_after(STEP_LIMIT_S):
+        async with (
+            http,
+            Client(streamable_http_client(entry["url"], http_client=http)) as client,
+        ):
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            result = await client.call_tool("execute_bash", {"command": "ls"})
+            check_result(agent, agent.line, listed["execute_bash"], result)
+            assert SCREEN in result.content[0].text
 
-        example = BLOCKS["sdk-http"]
-        said = walk.python(example, example.fill(("http://gpu-box:8765/mcp", entry["url"])))
-        assert SCREEN in said, example.where(example.line)
+    example = BLOCKS["sdk-http"]
+    said = walk.python(example, example.fill(("http://gpu-box:8765/mcp", entry["url"])))
+    assert SCREEN in said, example.where(example.line)
 
 
 def test_the_sdk_example_over_stdio(walk: Walk) -> None:
