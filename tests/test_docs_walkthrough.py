@@ -9,9 +9,12 @@ inject the OpenEnv and Gymnasium extras with pipx, and run ``env serve`` with Op
 client, the Python API, Gymnasium's checker and a rollout, the Python examples with the
 pipx environment's python. Only placeholders are replaced: the model path (a scripted
 GGUF, ``tests/ggufgen.py``), the world model's server (``python -m llama_cpp.server`` on a
-scripted GGUF, started as docs/training.md says), the policy server (``tests/policyserver.py``),
-folders of the reader's machine, and each server's port (a free one, on both sides, so that
-no other process on the machine can answer). A step that fails names the doc line.
+scripted GGUF, started as docs/training.md says; for the HTTP step one that answers after
+6 s, ``tests/slotserver.py``, slower than httpx2's default timeout as real models are), the
+policy server (``tests/policyserver.py``), folders of the reader's machine, the bind address
+(the loopback, with the token the docs set), and each server's port (a free one, on both
+sides, so that no other process on the machine can answer). A step that fails names the doc
+line.
 
 pipx installs from a wheelhouse packed from this environment's own packages
 (``tests/wheelhouse.py``), never from an index, so the versions are the ones the other
