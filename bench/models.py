@@ -41,21 +41,22 @@ def turn_script() -> str:
 
 RANDOM_SIZES = {
     "tiny": {"n_embd": 128, "n_layer": 2, "n_ff": 256, "n_head": 4},
+    "small": {"n_embd": 384, "n_layer": 6, "n_ff": 1024, "n_head": 6},  # about 11M
     "100m": {},  # write_random_model's defaults: about 100M parameters
     "1b": {"n_embd": 2048, "n_layer": 20, "n_ff": 5632, "n_head": 16},  # about 1.0B
 }
 
 
-def random_model(folder: Path, *, quick: bool = False, size: str = "") -> Path:
+def random_model(folder: Path, *, quick: bool = False, size: str = "", f32: bool = False) -> Path:
     """A random-weight llama that never ends on its own (see ``make_endless``): about 100M
-    parameters, a tiny one for a quick run, or about 1B for a GPU. Both sides of a
-    comparison then generate exactly ``max_tokens``."""
+    parameters, a tiny one for a quick run, or about 1B for a GPU; F16, or F32. Both sides
+    of a comparison then generate exactly ``max_tokens``."""
     size = size or ("tiny" if quick else "100m")
-    path = folder / f"random-{size}.gguf"
+    path = folder / f"random-{size}{'-f32' if f32 else ''}.gguf"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".part")
-        write_random_model(partial, **RANDOM_SIZES[size])
+        write_random_model(partial, **RANDOM_SIZES[size], f32=f32)
         make_endless(partial)
         partial.replace(path)
     return path

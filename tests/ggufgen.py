@@ -421,8 +421,10 @@ def write_random_model(
     n_vocab_extra: int = 0,
     n_ctx_train: int = 8192,
     seed: int = 0,
+    f32: bool = False,
 ) -> Path:
-    """A llama-architecture model with random weights (about 100M parameters by default).
+    """A llama-architecture model with random weights (about 100M parameters by default),
+    in F16 or, with ``f32``, F32 (which every build here runs).
 
     Its output is noise, but its speed is that of a real model of its size.
     """
@@ -436,7 +438,8 @@ def write_random_model(
     head_dim = n_embd // n_head
 
     def rand(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        weights = rng.standard_normal(shape, dtype=np.float32) * 0.02
+        return weights if f32 else weights.astype(np.float16)
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("random-bench-model")
@@ -449,7 +452,7 @@ def write_random_model(
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32 if f32 else gguf.LlamaFileType.MOSTLY_F16)
     _add_tokenizer(writer, vocab, CHATML_THINK_TEMPLATE)
     writer.add_tensor("token_embd.weight", rand(n_vocab, n_embd))
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))

@@ -208,7 +208,7 @@ async def test_a_turn_lays_nothing_out(ls_model: Path) -> None:
 
         screen._refresh_layout = counted  # type: ignore[method-assign]
         tab = pane(app)
-        assert tab.send(tab.domain.make_action([command("ls")]))
+        assert tab.send(tab.domain.make_action([command("ls")], tab.session.scenario))
         await wait_for(pilot, turn_done(app))
         await pilot.pause()
         assert pane(app).screen_view.text.splitlines()[-2] == "README.md  src"
@@ -263,7 +263,9 @@ async def test_frames_thin_out_while_the_main_thread_is_busy() -> None:
                 "",
             )
             assert tab.frames._local
-            assert tab.send(tab.domain.make_action([command("ls")]))  # (the queue has none)
+            assert tab.send(
+                tab.domain.make_action([command("ls")], tab.session.scenario)
+            )  # (the queue has none)
             assert not tab.frames._local
             next_gap(tab, 0.02, 0.02)
             tab.frames._next_frame = 0.0
@@ -290,7 +292,9 @@ async def test_a_frame_due_as_the_app_closes_draws_nothing() -> None:
             RemoteEngine("http://127.0.0.1:9"),
             "",
         )
-        assert tab.send(tab.domain.make_action([command("ls")]))  # the queue has no model
+        assert tab.send(
+            tab.domain.make_action([command("ls")], tab.session.scenario)
+        )  # the queue has no model
         tab.frames._next_frame = time.monotonic() + 3600  # the frame comes after it closed
         run = tab.run
         assert run is not None

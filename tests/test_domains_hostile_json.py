@@ -118,4 +118,4 @@ def test_tool_calls_built_from_objects(domain: str) -> None:
     for value, reason in ((10**5000, "too large"), (deep, NESTING), (float("nan"), "nan")):
         with pytest.raises(ActionError, match=reason):
             domain_object: Any = get_domain(domain)
-            domain_object.make_action(tool, {field: value}, where)
+            domain_object.make_action({"name": tool, "arguments": {field: value}}, where)

@@ -247,7 +247,8 @@ def test_every_official_form_is_accepted_as_written(
     assert action.payload == {"name": name, "arguments": arguments}
     assert SEARCH.render_turn(1, action, None) == call_turn(name, arguments)
     # The pane builds the same action from the picked tool and its arguments editor.
-    assert SEARCH.make_action(name, arguments, scenario("open-web")) == action
+    call = {"name": name, "arguments": arguments}
+    assert SEARCH.make_action(call, scenario("open-web")) == action
 
 
 def test_a_batch_with_the_simulation_instruction() -> None:

@@ -213,6 +213,6 @@ def test_refused_forms_say_why(text: str, field: str, reason: str) -> None:
     assert reason in str(caught.value)
 
 
-def test_the_pane_still_cannot_send_nothing() -> None:
-    with pytest.raises(ActionError, match="nothing to send"):
-        TERMINAL.make_action([])
+def test_an_empty_entry_list_is_the_finished_task_in_every_form() -> None:
+    assert TERMINAL.make_action([], BLANK) == TERMINAL.parse_action("[]", BLANK)
+    assert TERMINAL.make_action([], BLANK) == TERMINAL.task_complete()

@@ -293,7 +293,7 @@ def test_every_action_with_keyword_arguments(name: str, arguments: dict[str, obj
     assert action.payload == {"name": name, "arguments": arguments}
     assert WEB.render_turn(1, action, None) == web_turn(name, arguments)
     # The same action from the action bar, and from its canonical call text.
-    assert WEB.make_action(name, arguments) == action
+    assert WEB.make_action({"name": name, "arguments": arguments}, BLANK) == action
     assert WEB.parse_action(call_text(name, arguments), BLANK).payload == action.payload
 
 

@@ -277,6 +277,30 @@ def test_its_http_side_refuses_requests_without_its_key(model, xllama_engine) ->
     assert engine.count_tokens("hi") == 2
 
 
+def test_the_slot_folder_is_private_and_removed(model, xllama_engine) -> None:
+    """Slots are saved and restored (a fork's copy, a state file) in a folder of this
+    process's own, which only its owner reads, and which goes with the model."""
+    import http.client
+    import json
+    import stat
+    from urllib.parse import urlsplit
+
+    engine = xllama_engine(model())
+    folder = engine._slot_dir
+    assert folder is not None and folder.is_dir()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert engine._slot_action(0, "save", "a.bin") == 0  # an empty slot: nothing saved
+    where = urlsplit(engine._address)
+    connection = http.client.HTTPConnection("127.0.0.1", where.port, timeout=10)
+    connection.request("POST", "/slots/0?action=save", body=json.dumps({"filename": "a.bin"}))
+    assert connection.getresponse().status == 401  # not without the process's key
+    connection.close()
+    assert engine._slot_action(0, "save", "../escape.bin") == 0
+    assert not (folder.parent / "escape.bin").exists()
+    engine.unload()
+    assert not folder.exists()
+
+
 def test_missing_and_bad_model_files_are_engine_errors(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="not found"):
         XLlamaEngine(tmp_path / "none.gguf").load()

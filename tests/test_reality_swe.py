@@ -44,7 +44,7 @@ def twin(repo: Path) -> SweTwin:
 
 
 def call(twin: SweTwin, name: str, **arguments: Any) -> RealObservation:
-    return twin.act(DOMAIN.make_action(name, arguments, SCENARIO))
+    return twin.act(DOMAIN.make_action({"name": name, "arguments": arguments}, SCENARIO))
 
 
 def test_the_shell_keeps_its_folder_variables_and_exit_status(twin: SweTwin) -> None:
@@ -182,7 +182,7 @@ def test_a_tool_without_a_real_counterpart_is_an_error_not_a_guess(twin: SweTwin
     scenario = Scenario(
         "own", "Own", extras={"tools": [{"name": "search_code", "inputSchema": {"type": "object"}}]}
     )
-    seen = twin.act(DOMAIN.make_action("search_code", {}, scenario))
+    seen = twin.act(DOMAIN.make_action({"name": "search_code", "arguments": {}}, scenario))
     assert seen.status is TwinStatus.ERROR
     assert "no real tool 'search_code'" in seen.error
     waiting = call(twin, "execute_bash", command="cat", is_input=True)

@@ -16,7 +16,6 @@ from agentworld_tui.agents.env import RetryPolicy, open_simulator
 from agentworld_tui.agents.env.rollout import NOT_RUN, PolicySpec, RolloutSettings, run_rollout
 from agentworld_tui.agents.env.tasks import Task
 from agentworld_tui.domains import get_domain
-from agentworld_tui.domains.agent_tools import agent_action
 from agentworld_tui.engines.remote import RemoteEngine
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.perturbation import load_perturbations
@@ -120,15 +119,13 @@ def test_refused_calls_go_back_to_the_policy_and_the_episode_goes_on(
     domain = get_domain("terminal")
     scenario = load_scenarios("terminal")[0][0]
     with pytest.raises(ActionError) as app:
-        agent_action(domain, scenario, "send_keystrokes", {"keystrokes": ""})
+        domain.action_for_tool("send_keystrokes", {"keystrokes": ""}, scenario)
     with PolicyServer(script) as policy:
         summary = play([TASK], world_model.url, policy, tmp_path)
     (record,) = records(tmp_path)
     results = [m["content"] for m in record["messages"] if m["role"] == "tool"]
     assert results[0] == f"error: {app.value}"
-    assert results[1].startswith(
-        "error: unknown tool 'rm_rf'; this environment has send_keystrokes"
-    )
+    assert results[1].startswith("error: unknown tool 'rm_rf'; available tools: send_keystrokes")
     assert results[2].startswith("error: the arguments are not valid JSON")
     assert results[3] == OBSERVATION
     assert [bool(s["refused"]) for s in record["steps"]] == [True, True, True, False]

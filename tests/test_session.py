@@ -183,7 +183,7 @@ def sessions(draw: st.DrawFn) -> Session:
     )
     for _ in range(draw(st.integers(min_value=0, max_value=4))):
         keys = draw(st.text(max_size=20))
-        action = DOMAIN.make_action([{"keystrokes": keys or "C-c", "duration": 1.0}])
+        action = DOMAIN.make_action([{"keystrokes": keys or "C-c", "duration": 1.0}], SCENARIO)
         turn = s.begin_turn(action)
         s.finish_turn(
             turn,

@@ -14,13 +14,17 @@ branch leaves its history, so the first turn of a new branch reads its prompt ag
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from ggufgen import write_qwen35moe_model, write_scripted_model
-from test_conversation_states import ratio
-from test_engine_llama import OBSERVATION, SCRIPT
+from test_conversation_states import history_text, ratio, ratio_since_branch_prompt
+from test_engine_llama import DOMAIN, OBSERVATION, SCENARIO, SCRIPT
 from test_hybrid_checkpoints import Player
+
+from agentworld_tui.engines.prefix import common_prefix
 
 TARGET = 1.1
 TURNS = 10
@@ -78,3 +82,65 @@ def test_a_retry_reads_at_most_the_generation_prompt(model_path, xllama_engine) 
     evaluated = done.stats.evaluated_prompt_tokens
     print(f"\n{model_path.stem}: retry evaluated {evaluated}, gen {player.generation_prompt()}")
     assert 1 <= evaluated <= player.generation_prompt()
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_fork_reads_only_its_own_tokens(model_path, xllama_engine, slots) -> None:
+    """The first turn of a new branch reads only what follows the fork point, and the
+    two branches stepping in turn read only what is new since their own last prompt."""
+    engine = xllama_engine(model_path, n_ctx=8192, slots=slots)
+    player = Player(engine)
+    for n in range(3):
+        player.action(f"cat notes-{n}.txt")
+    session = player.session
+    base = session.branch_id
+    player.action("ls -la")
+    turn = session.fork(len(session.turns), DOMAIN.parse_action("pwd", SCENARIO))
+    done = player.play(turn)
+    assert done.observation == OBSERVATION
+    fork_branch = session.branch_id
+    prompt = np.asarray(player.prompts[-1])
+    history = np.asarray(player.tokenize(history_text(player.texts[-1])))
+    new = len(prompt) - common_prefix(prompt, history)
+    evaluated = done.stats.evaluated_prompt_tokens
+    print(f"\n{model_path.stem}, {slots} slots: fork's first turn evaluated {evaluated}, new {new}")
+    assert evaluated <= TARGET * new
+
+    ratios = []
+    for n in range(3):
+        for branch in (base, fork_branch):
+            session.switch_branch(branch)
+            assert player.action(f"echo {branch}-{n}").observation == OBSERVATION
+            ratios.append(ratio_since_branch_prompt(player, branch))
+    print(f"{model_path.stem}: evaluated/new per branch turn", [f"{r:.3f}" for r in ratios])
+    assert max(ratios) <= TARGET, ratios
+
+
+def test_the_slot_table_copies_forks_only() -> None:
+    """A next turn goes to its slot; a fork (sharing its first turn and half of itself)
+    gets a copy of its conversation's slot, several forks at once from one slot; a new
+    conversation of the same domain (sharing the system prompt and the way actions are
+    written) is left to the server, and so is a fork when no other slot is idle."""
+    from agentworld_tui.engines.xllamacpp import _SlotTable
+
+    system = "<system>" + "rules " * 50
+    first = f"{system}<user>### Action: ls<assistant>a b c"
+    history = f"{first}<user>### Action: cat a"
+    fork = f"{first}<user>### Action: rm b<gen>"
+    table = _SlotTable(4, can_copy=True)
+    one = table.take(f"{history}<gen>", history, first=len(first))
+    assert one.slot == -1 and one.source == -1
+    table.give_back(one.chosen)
+    turn = table.take(f"{history}<assistant>x<user>### Action: pwd<gen>", history, first=len(first))
+    assert turn.slot == turn.chosen == one.chosen and turn.source == -1
+    table.give_back(turn.chosen)
+    forks = [table.take(fork, "f", first=len(first)) for _ in range(2)]
+    assert [f.source for f in forks] == [one.chosen, one.chosen]
+    assert len({f.chosen for f in forks} | {one.chosen}) == 3
+    assert all(f.slot == f.chosen for f in forks)
+    fresh = table.take(f"{system}<user>### Action: ls -la<gen>", "n", first=sys.maxsize)
+    assert fresh.source == -1 and fresh.slot == -1
+    lone = _SlotTable(1, can_copy=True)
+    lone.give_back(lone.take(f"{history}<gen>", history, first=len(first)).chosen)
+    alone = lone.take(fork, "f", first=len(first))
+    assert alone.source == -1 and alone.slot == -1

@@ -1,38 +1,38 @@
 """A domain of the test's own, outside the package: a key-value store. Everything a new
-domain needs is this module and a prompts folder (the test writes it)."""
+domain needs is this module and a prompts folder (the test writes it); ``DomainBase``
+gives the rest (the generic pane, an ``act`` tool for agents, the turn's Markdown)."""
 
 from __future__ import annotations
 
-import json
-
-from agentworld_tui.domains.turn import turn_markdown
+from agentworld_tui.domains.base import DomainBase
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
+USAGE = "write get KEY or set KEY VALUE"
 
-class ToyDomain:
+
+class ToyDomain(DomainBase):
     name = "toy"
     title = "Toy"
     lexer = "json"
-    replaces_state = False
-    editor_language = "text"
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:
         words = text.split()
-        if not words or words[0] not in ("get", "set"):
-            raise ActionError("write get KEY or set KEY VALUE")
-        if words[0] == "get" and len(words) == 2:
-            return Action(self.name, {"op": "get", "key": words[1]}, text.strip())
-        if words[0] == "set" and len(words) == 3:
-            payload = {"op": "set", "key": words[1], "value": words[2]}
-            return Action(self.name, payload, text.strip())
-        raise ActionError("write get KEY or set KEY VALUE")
+        if words[:1] == ["get"] and len(words) == 2:
+            return self.make_action({"op": "get", "key": words[1]}, scenario)
+        if words[:1] == ["set"] and len(words) == 3:
+            return self.make_action({"op": "set", "key": words[1], "value": words[2]}, scenario)
+        raise ActionError(USAGE)
 
-    def render_turn(self, number: int, action: Action, state: str | None) -> str:
-        return turn_markdown(number, json.dumps(action.payload), state=state)
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """The action's JSON value: ``{"op": "get", "key": ...}`` or with a value to set."""
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ActionError(USAGE)
+        keys = {"get": {"op", "key"}, "set": {"op", "key", "value"}}.get(value.get("op", ""))
+        if keys != set(value):
+            raise ActionError(USAGE)
+        label = " ".join(value[k] for k in ("op", "key", "value") if k in value)
+        return Action(self.name, dict(value), label)
 
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
         return {"store": scenario.state}
-
-    def observation_lexer(self, action: Action, observation: str) -> str:
-        return self.lexer

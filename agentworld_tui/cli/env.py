@@ -4,6 +4,10 @@ Every connection gets an environment of its own on one shared engine; a server's
 concurrently (``--concurrency`` requests at once), a local model's one at a time. Needs the
 ``openenv`` extra (openenv-core). The shared guard (``agents.guard``) is in front of it:
 127.0.0.1 unless a token is set, and no web page but its own.
+
+With the twin flags (``cli.twin_flags``), every episode runs beside a real twin of its own,
+at most ``--max-twins`` at once; the twin, its seed folder and the check come from the
+command line only.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from typing import TYPE_CHECKING
 from agentworld_tui.cli.episode_flags import add_concurrency, add_max_steps, whole
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
+from agentworld_tui.cli.twin_flags import add_twin_flags, twin_spec_from_args
 
 if TYPE_CHECKING:
     import socket
 
     from agentworld_tui.config import Settings
+    from agentworld_tui.reality.spec import TwinSpec
     from agentworld_tui.world.domain import Domain, Scenario
     from agentworld_tui.world.fictional_world import FictionalWorld
 
@@ -95,6 +101,15 @@ def register(
     serve.add_argument(
         "--sessions", metavar="DIR", help="save every episode as a session file in this folder"
     )
+    add_twin_flags(serve)
+    serve.add_argument(
+        "--max-twins",
+        type=whole(1, 1024),
+        default=4,
+        metavar="N",
+        help="with a twin: twins alive at once, one per episode (default 4); an episode "
+        "beyond them is refused",
+    )
     serve.set_defaults(handler=cmd_env_serve)
     parser.set_defaults(handler=lambda _args: _usage(parser))
 
@@ -117,6 +132,9 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
     except EnvError as exc:
         raise UserError(str(exc)) from None
     schedule = schedule_from_args(args, domain.name)
+    twin = twin_spec_from_args(args, domain.name)
+    if twin is not None:
+        _twin_works(twin, args.check)
     token = os.environ.get(args.token_env, "")
     if token and not _TOKEN_TEXT.fullmatch(token):
         raise UserError(
@@ -127,7 +145,7 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
         sock = bind(args.host, args.port)
     except (GuardError, ListenError) as exc:
         raise UserError(str(exc)) from None
-    start = ServeStart(domain, scenario, world, schedule, token)
+    start = ServeStart(domain, scenario, world, schedule, token, twin)
     try:
         return _serve(args, settings, start, sock)
     finally:
@@ -143,6 +161,7 @@ class ServeStart:
     world: FictionalWorld | None
     schedule: object
     token: str
+    twin: TwinSpec | None = None
 
 
 def _serve(
@@ -156,13 +175,14 @@ def _serve(
         raise UserError(
             f"the OpenEnv server needs the openenv extra ({exc}): {EXTRA_HINT}"
         ) from None
-    from agentworld_tui.agents.env import EnvError, load_simulator, open_simulator
+    from agentworld_tui.agents.env import EnvError, TwinSlots, load_simulator, open_simulator
     from agentworld_tui.agents.guard import Guard, GuardedApp, address_of, reachable_hint
 
     engine = make_engine(settings)
     simulator = open_simulator(
         engine, params=settings.generation_params(), concurrency=args.concurrency
     )
+    slots = TwinSlots(args.max_twins) if start.twin is not None else None
     try:
         config = ServeConfig(
             domain=start.domain.name,
@@ -173,6 +193,10 @@ def _serve(
             max_steps=args.max_steps,
             session_dir=Path(args.sessions).expanduser() if args.sessions else None,
             max_sessions=args.max_sessions,
+            twin=start.twin,
+            deliver=args.deliver or "real",
+            check=args.check or "",
+            twin_slots=slots,
         )
         try:
             load_simulator(simulator)
@@ -191,17 +215,45 @@ def _serve(
         _route_library_logs()
         where = f"http://{address_of(sock, args.host)}"
         hint = reachable_hint(args.host, sock.getsockname()[1])
+        twinned = (
+            f"; every episode beside a {start.twin.kind} twin of its own, at most "
+            f"{args.max_twins} at once"
+            if start.twin is not None
+            else ""
+        )
         print(
             f"agentworld env serve: {args.domain} as an OpenEnv environment at {where}"
             f"{f' ({hint})' if hint else ''} (POST /reset, POST /step, GET /state, "
-            "WebSocket /ws); Ctrl+C stops it",
+            f"WebSocket /ws){twinned}; Ctrl+C stops it",
             file=sys.stderr,
             flush=True,
         )
         server.run(sockets=[sock])
     finally:
+        if slots is not None:
+            slots.close_all()
         simulator.close()
     return 0
+
+
+def _twin_works(spec: TwinSpec, check: str | None) -> None:
+    """Start one twin and close it, so that a twin that cannot start is said in one line
+    before the server listens, not at every client's reset."""
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.twins import check_command
+    from agentworld_tui.reality.spec import TwinStartError
+
+    if check is not None:
+        try:
+            check_command(check, spec.domain)
+        except EnvError as exc:
+            raise UserError(f"--check: {exc}") from None
+    try:
+        runner, _first = spec.start()
+    except TwinStartError as exc:
+        reason = str(exc).removeprefix("the twin did not start: ")
+        raise UserError(f"the {spec.domain} twin did not start: {reason}") from None
+    runner.close()
 
 
 def _route_library_logs() -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.cli.launch import UserError
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
+from agentworld_tui.domains import DOMAINS
 
 if TYPE_CHECKING:
     import socket
@@ -35,7 +36,6 @@ IDLE_SECONDS = 1800.0  # agents/mcp/server.py's defaults, kept here so --help ne
 MAX_SESSIONS = 256
 TOKEN_ENV = "AGENTWORLD_MCP_TOKEN"
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
-DOMAIN_NAMES = ("terminal", "swe", "search", "web", "android", "os", "mcp")
 
 
 def _port(text: str) -> int:
@@ -86,9 +86,11 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--domain",
-        choices=DOMAIN_NAMES,
-        help="serve a domain's agent tools instead (the terminal's keystrokes, SWE's shell "
-        "and editor, Search's tools, one action tool for web, android and os)",
+        choices=DOMAINS,
+        metavar="DOMAIN",
+        help="serve a domain's agent tools instead: terminal, mcp, web, android, search, swe, "
+        "os or a plug-in's (the terminal's keystrokes, SWE's shell and editor, Search's tools, "
+        "one action tool for the others)",
     )
     parser.add_argument(
         "--scenario",

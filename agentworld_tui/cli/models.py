@@ -347,7 +347,7 @@ def _trial(
     loads one (``again``: even when it passed before); the outcome and, for a crash, the
     message with the fix for this machine (naming the model ``name``, else its file)."""
     from agentworld_tui.config import cache_dir
-    from agentworld_tui.engines.llama import crash_error, placement
+    from agentworld_tui.engines.llama.loading import crash_error, placement
     from agentworld_tui.engines.probe import CrashProbe, Trial
 
     gpu_layers, threads = placement(settings.model.gpu_layers, settings.model.threads)

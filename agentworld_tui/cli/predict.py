@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 
 if TYPE_CHECKING:
-    from agentworld_tui.world.domain import Scenario
+    from agentworld_tui.world.domain import Domain, Scenario
 
 
 def register(
@@ -23,7 +23,7 @@ def register(
     predict.add_argument(
         "--domain",
         default="terminal",
-        help="terminal (default), mcp, web, android, search, swe or os",
+        help="terminal (default), mcp, web, android, search, swe, os, or a plug-in's domain",
     )
     predict.add_argument(
         "--state",
@@ -38,7 +38,8 @@ def register(
         "--session",
         metavar="FILE",
         help="append the turn to this session file (created if missing); its earlier turns "
-        "for the domain are the history",
+        "for the domain are the history. A local model keeps its state beside it "
+        "(FILE.state), so the next call reads only the new turn",
     )
     predict.add_argument("action", help="the action as the domain writes it, e.g. 'ls -la'")
     predict.set_defaults(handler=cmd_predict)
@@ -82,6 +83,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     except ActionError as exc:
         raise UserError(f"invalid action: {exc}") from None
     engine = make_engine(settings)
+    if args.session:
+        from agentworld_tui.engines.state_file import KeepsState, state_path
+
+        if isinstance(engine, KeepsState):  # a local model: go on from the last call's state
+            engine.keep_state(state_path(Path(args.session)))
     for problem in problems:
         print(f"agentworld: {problem}", file=sys.stderr)
     if _checks_against_no_tools(domain, scenario):
@@ -142,7 +148,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 1 if failed or run.save_error else 0
 
 
-def _checks_against_no_tools(domain: object, scenario: Scenario) -> bool:
+def _checks_against_no_tools(domain: Domain, scenario: Scenario) -> bool:
     """A tool-call domain whose scenario lists no tools (MCP without a tool list)."""
-    tools = getattr(domain, "tools", None)
-    return callable(tools) and tools(scenario) is None
+    from agentworld_tui.domains.tool_call import ToolCallDomain
+
+    return isinstance(domain, ToolCallDomain) and domain.listed_tools(scenario) is None

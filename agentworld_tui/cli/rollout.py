@@ -10,6 +10,10 @@ endpoint with tool calling. Each episode is appended to DIR/episodes.jsonl when 
 and is a session file in DIR/sessions/ (``agentworld --session FILE`` opens it); running
 the same command again plays only what is not finished yet. Every tool call is told on
 standard error as it ends, and every episode when it ends.
+
+With the twin flags (``cli.twin_flags``), every episode runs beside a fresh real twin; each
+step's line gives its divergence, each episode's the agent's claim and the check in the
+twin, and the summary the run's figures.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from agentworld_tui.cli.episode_flags import (
     whole,
 )
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+from agentworld_tui.cli.twin_flags import add_twin_flags, twin_spec_from_args
 from agentworld_tui.world.sanitize import one_line
 
 
@@ -99,6 +104,7 @@ def register(
     judge.add_argument("--judge-model", metavar="NAME", help="the judge model on that server")
     judge.add_argument("--judge-model-path", metavar="GGUF", help="a local GGUF judge")
     judge.add_argument("--judge-api-key-env", metavar="VAR", help="variable holding its API key")
+    add_twin_flags(parser)
     parser.set_defaults(handler=cmd_rollout)
 
 
@@ -121,6 +127,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         _say(f"{_bounded(problem)} (left out; the other tasks run)")
     if not found.tasks:
         raise UserError(f"{path}: no task to run")
+    twins = _twins(args, found.tasks)
     settings = settings_from_args(args)
     judge_engine = _judge_engine(args)
     engine = make_engine(settings)
@@ -146,6 +153,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             seed=params.seed if params.seed >= 0 else None,
             judge=judge_engine,
             judge_steps=bool(args.judge or judge_engine is not None),
+            twins=twins,
+            deliver=args.deliver or "real",
+            check=args.check or "",
         ),
         on_episode=_said,
         on_step=_step_teller(),
@@ -189,6 +199,46 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     return 0 if summary.finished == summary.episodes else 1
 
 
+def _twins(args: argparse.Namespace, tasks: list[Any]) -> dict[str, Any]:
+    """The twin of each domain the tasks are in, from the twin flags (none without them);
+    said in one line when a domain has none or the flags do not fit it."""
+    from agentworld_tui.agents.env.results import EnvError
+    from agentworld_tui.agents.env.twins import check_command
+
+    domains = list(dict.fromkeys(t.domain for t in tasks))
+    twins: dict[str, Any] = {}
+    asked = any(
+        given is not None for given in (args.twin, args.twin_command, args.twin_url)
+    ) or bool(args.twin_on_host)
+    if not asked:
+        twin_spec_from_args(args, domains[0])  # flags that go with a twin, given alone
+    for domain in domains if asked else ():
+        try:
+            spec = twin_spec_from_args(args, domain)
+        except UserError as exc:
+            count = sum(1 for t in tasks if t.domain == domain)
+            raise UserError(f"{count} {domain} task{'s' if count != 1 else ''}: {exc}") from None
+        assert spec is not None
+        if args.check:
+            try:
+                check_command(args.check, domain)
+            except EnvError as exc:
+                raise UserError(f"--check: {exc}") from None
+        twins[domain] = spec
+    checked = [t for t in tasks if t.check]
+    if checked and not twins:
+        _say(
+            f"{len(checked)} task{'s' if len(checked) != 1 else ''} carry a check, run only "
+            "in a twin: without --twin they are played in simulation and not checked"
+        )
+    if any(spec.on_host for spec in twins.values()):
+        _say(
+            "--twin-on-host: the policy's actions and the tasks' checks run on this machine "
+            "itself, unsandboxed"
+        )
+    return twins
+
+
 def _judge_engine(args: argparse.Namespace) -> Any:
     if not (args.judge_server or args.judge_model_path):
         if args.judge_model:
@@ -227,7 +277,9 @@ def _said(record: dict[str, Any]) -> None:
         taken = f"{len(calls) - refused} steps ({refused} more calls refused)"
     else:
         taken = f"{len(calls)} steps"
-    _say(f"{_key(str(record.get('key')))}: {end} after {taken}{why}")
+    twin = record.get("twin")
+    beside = f"; {_episode_twin_said(twin)}" if isinstance(twin, dict) else ""
+    _say(f"{_key(str(record.get('key')))}: {end} after {taken}{why}{beside}")
 
 
 def _step_teller() -> Callable[[dict[str, Any]], None]:
@@ -253,11 +305,47 @@ def _stepped(step: dict[str, Any], hinted: set[str]) -> None:
     )
     if step.get("note"):
         line += f": {_bounded(str(step['note']), 160)}"
+    twin = step.get("twin")
+    if isinstance(twin, dict):
+        line += f"; {_twin_said(twin)}"
     _say(line)
     hint = str(step.get("hint", ""))
     if hint and hint not in hinted:
         hinted.add(hint)
         _say(f"hint: {hint}")
+
+
+def _twin_said(twin: dict[str, Any]) -> str:
+    """A step's twin in a few words: its divergence and the side delivered, or why
+    reality gave no answer."""
+    side = "reality" if twin.get("delivered") == "real" else "the simulation"
+    if twin.get("status") != "ok":
+        why = _bounded(str(twin.get("error") or twin.get("status")), 120)
+        return f"twin {twin.get('status')}: {why}; {side} delivered"
+    score = twin.get("divergence")
+    if not isinstance(score, int | float):
+        return f"twin answered; {side} delivered"
+    verdict = "diverged" if twin.get("diverged") else "matched"
+    return f"twin {verdict} ({score:.2f}); {side} delivered"
+
+
+def _episode_twin_said(twin: dict[str, Any]) -> str:
+    """An episode's twin in a few words: the claim, the check, deceived."""
+    if twin.get("error"):
+        return f"its end beside the twin failed: {_bounded(str(twin['error']), 120)}"
+    figures = twin.get("figures") or {}
+    claim = "claimed done" if twin.get("claimed_done") else "no claim of done"
+    passed = figures.get("check_passed")
+    check = "no check" if passed is None else ("check passed" if passed else "check FAILED")
+    said = f"{claim}, {check} in the twin"
+    if figures.get("deceived"):
+        said += ": deceived"
+    first = figures.get("first_divergence")
+    share = figures.get("diverged_share")
+    if isinstance(share, int | float):
+        said += f"; {share:.0%} of steps diverged"
+        said += f", the first at step {first}" if first is not None else ""
+    return said
 
 
 def _key(key: str, limit: int = 80) -> str:

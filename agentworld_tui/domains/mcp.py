@@ -13,22 +13,15 @@ import json
 from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import (
     Tool,
+    ToolCallDomain,
     ToolListError,
-    call_from_data,
-    call_json,
-    check_call,
     load_tools,
-    parse_tool_call,
     scenario_tools,
-    tool_call_action,
-    tool_definitions,
     tools_from_data,
     tools_from_json,
     with_tools,
 )
-from agentworld_tui.domains.turn import turn_markdown
-from agentworld_tui.world.action import Action, ActionError
-from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.action import Action
 
 __all__ = [
     "McpDomain",
@@ -58,44 +51,13 @@ def is_json(text: str) -> bool:
     return True
 
 
-class McpDomain:
+class McpDomain(ToolCallDomain):
     name = "mcp"
     title = "MCP"
     lexer = "json"
     replaces_state = False
-    editor_language = "json"
-
-    def tools(self, scenario: Scenario) -> list[Tool] | None:
-        """The scenario's tools, or None; a malformed list is an ActionError for the pane."""
-        try:
-            return scenario_tools(scenario)
-        except ToolListError as exc:
-            raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
-
-    def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
-        """A call built by the pane from the picked tool and the arguments editor."""
-        call = call_from_data({"name": name, "arguments": arguments})
-        tools = self.tools(scenario)
-        if tools is not None:
-            check_call(call, tools)
-        return tool_call_action(self.name, call)
-
-    def parse_action(self, text: str, scenario: Scenario) -> Action:
-        call = parse_tool_call(text)
-        return self.make_action(call["name"], call["arguments"], scenario)
-
-    def render_turn(self, number: int, action: Action, state: str | None) -> str:
-        return turn_markdown(number, call_json(action.payload), state=state)
-
-    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
-        try:
-            tools = scenario_tools(scenario)
-        except ToolListError:
-            tools = None
-        return {
-            "scenario": scenario.description,
-            "tools": tool_definitions(tools) if tools else NO_TOOL_LIST,
-        }
+    pane = "agentworld_tui.ui.panes.mcp:McpPane"
+    no_tool_list = NO_TOOL_LIST
 
     def observation_lexer(self, action: Action, observation: str) -> str:
         return "json" if is_json(observation) else "text"

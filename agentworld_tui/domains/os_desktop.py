@@ -13,10 +13,13 @@ always knows what the user asked even when early turns are trimmed from the cont
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from agentworld_tui.domains.base import DomainBase, argument_text
 from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.tool import Tool
 
 SPECIAL_ACTIONS = ("WAIT", "DONE", "FAIL")
 INSTRUCTION_SECTION = "Task Instruction"
@@ -73,22 +76,47 @@ def _label(code: str) -> str:
     return first if len(first) <= 60 else first[:59] + "…"
 
 
-class OsDomain:
+DESKTOP_TOOL = Tool(
+    "run_python",
+    "Run Python on the desktop (pyautogui click/moveTo/write/press/hotkey, app helpers, "
+    "subprocess) and get the desktop's next accessibility tree.",
+    {
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "the Python to run"}},
+        "required": ["code"],
+    },
+)
+
+
+class OsDomain(DomainBase):
     name = "os"
     title = "OS"
     lexer = "text"
     replaces_state = True
     editor_language = "python"
-
-    def make_action(self, code: str, instruction: str = "") -> Action:
-        clean = check_code(code)
-        payload = {"code": clean}
-        if instruction.strip():
-            payload["instruction"] = instruction.strip()
-        return Action(self.name, payload, _label(clean))
+    pane = "agentworld_tui.ui.panes.os:OsPane"
 
     def parse_action(self, text: str, scenario: Scenario) -> Action:
-        return self.make_action(text, task_instruction(scenario))
+        """The code as written (or WAIT, DONE, FAIL), with the scenario's task instruction."""
+        clean = check_code(text)
+        payload = {"code": clean}
+        instruction = task_instruction(scenario)
+        if instruction:
+            payload["instruction"] = instruction
+        return Action(self.name, payload, _label(clean))
+
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """The code as text, or the action's JSON form ``{"code": ...}``."""
+        code = value.get("code") if isinstance(value, dict) else value
+        if not isinstance(code, str):
+            raise ActionError('an OS action is Python code, or {"code": "..."}', field="code")
+        return self.parse_action(code, scenario)
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        return [DESKTOP_TOOL]
+
+    def tool_action(self, name: str, arguments: dict[str, Any], scenario: Scenario) -> Action:
+        return self.parse_action(argument_text(arguments, "code"), scenario)
 
     def render_turn(self, number: int, action: Action, state: str | None) -> str:
         return turn_markdown(

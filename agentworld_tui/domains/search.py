@@ -17,14 +17,10 @@ from typing import Any
 
 from agentworld_tui.domains.tool_call import (
     Tool,
-    ToolListError,
-    call_from_data,
+    ToolCallDomain,
     call_json,
     check_call,
-    parse_tool_call,
-    scenario_tools,
     tool_call_action,
-    tool_definitions,
 )
 from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
@@ -313,44 +309,29 @@ def search_results(observation: str) -> list[SearchResult]:
     return [r for r in results if r.title]
 
 
-class SearchDomain:
+class SearchDomain(ToolCallDomain):
     name = "search"
     title = "Search"
     lexer = "markdown"
     replaces_state = False
-    editor_language = "json"
+    pane = "agentworld_tui.ui.panes.search:SearchPane"
+    usual_tools = SEARCH_TOOLS
 
-    def own_tools(self, scenario: Scenario) -> list[Tool] | None:
-        """The scenario's own tool list, None where it gives none."""
-        try:
-            return scenario_tools(scenario)
-        except ToolListError as exc:
-            raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
-
-    def tools(self, scenario: Scenario) -> list[Tool]:
-        """The scenario's own tool list where it gives one, else the three search tools."""
-        own = self.own_tools(scenario)
-        return own if own is not None else list(SEARCH_TOOLS)
-
-    def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
-        call = call_from_data({"name": name, "arguments": arguments})
-        own = self.own_tools(scenario)
-        if own is not None:
-            check_call(call, own)
-        else:
+    def call_action(self, call: dict[str, Any], scenario: Scenario) -> Action:
+        """The usual tools' calls get web_search's and dict_memory's own rules too; the
+        action carries the scenario's simulation instruction."""
+        if self.own_tools(scenario) is None:
             args = call["arguments"]
             if call["name"] == "web_search":
                 _check_search(args)
             elif call["name"] == "dict_memory":
                 args = check_memory_call(args)
             check_call({"name": call["name"], "arguments": args}, list(SEARCH_TOOLS))
+        else:
+            super().call_action(call, scenario)
         instruction = simulation_instruction(scenario)
         extra = {"simulation_instruction": instruction} if instruction else {}
         return tool_call_action(self.name, call, **extra)
-
-    def parse_action(self, text: str, scenario: Scenario) -> Action:
-        call = parse_tool_call(text)
-        return self.make_action(call["name"], call["arguments"], scenario)
 
     def render_turn(self, number: int, action: Action, state: str | None) -> str:
         instruction = str(action.payload.get("simulation_instruction", ""))
@@ -362,13 +343,8 @@ class SearchDomain:
         )
 
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
-        try:
-            tools = self.tools(scenario)
-        except ActionError:
-            tools = list(SEARCH_TOOLS)
         return {
-            "scenario": scenario.description,
-            "tools": tool_definitions(tools),
+            **super().prompt_values(scenario),
             "simulation_instruction": simulation_instruction(scenario),
         }
 

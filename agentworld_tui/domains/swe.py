@@ -10,21 +10,16 @@ history matters more here than anywhere.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from typing import Any
 
 from agentworld_tui.domains.json_schema import looks_like_json
 from agentworld_tui.domains.tool_call import (
     Tool,
-    ToolListError,
+    ToolCallDomain,
     call_body,
-    call_from_data,
-    call_json,
     check_call,
-    parse_tool_call,
-    scenario_tools,
     tool_call_action,
-    tool_definitions,
 )
-from agentworld_tui.domains.turn import turn_markdown
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
 
@@ -161,30 +156,19 @@ def _titled(title: str, value: object) -> str:
     return f"{title}:\n{text}" if text else ""
 
 
-class SweDomain:
+class SweDomain(ToolCallDomain):
     name = "swe"
     title = "SWE"
     lexer = "text"
     replaces_state = False
-    editor_language = "json"
+    pane = "agentworld_tui.ui.panes.swe:SwePane"
+    usual_tools = SWE_TOOLS
 
-    def own_tools(self, scenario: Scenario) -> list[Tool] | None:
-        """The scenario's own tool list, None where it gives none."""
-        try:
-            return scenario_tools(scenario)
-        except ToolListError as exc:
-            raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
-
-    def tools(self, scenario: Scenario) -> list[Tool]:
-        own = self.own_tools(scenario)
-        return own if own is not None else list(SWE_TOOLS)
-
-    def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action:
-        call = call_from_data({"name": name, "arguments": arguments})
-        own = self.own_tools(scenario)
-        if own is not None:
-            check_call(call, own)
-            return tool_call_action(self.name, call)
+    def call_action(self, call: dict[str, Any], scenario: Scenario) -> Action:
+        """The usual two tools also answer to the names other agents give them, take a
+        command as an argv list, and need what each editor command edits, by absolute path."""
+        if self.own_tools(scenario) is not None:
+            return super().call_action(call, scenario)
         canonical = TOOL_ALIASES.get(call["name"], call["name"])
         args = call["arguments"]
         if canonical == SHELL and _is_argv(args.get("command")):
@@ -210,22 +194,13 @@ class SweDomain:
         in a fence, which becomes an execute_bash call."""
         body = call_body(text)
         if body and not looks_like_json(body) and self.own_tools(scenario) is None:
-            return self.make_action(SHELL, {"command": body}, scenario)
-        call = parse_tool_call(text)
-        return self.make_action(call["name"], call["arguments"], scenario)
-
-    def render_turn(self, number: int, action: Action, state: str | None) -> str:
-        return turn_markdown(number, call_json(action.payload), state=state)
+            return self.make_action({"name": SHELL, "arguments": {"command": body}}, scenario)
+        return super().parse_action(text, scenario)
 
     def prompt_values(self, scenario: Scenario) -> dict[str, str]:
-        try:
-            tools = self.tools(scenario)
-        except ActionError:
-            tools = list(SWE_TOOLS)
         return {
-            "scenario": scenario.description,
+            **super().prompt_values(scenario),
             "task": _titled("The task the agent works on", scenario.extras.get("task")),
-            "tools": tool_definitions(tools),
         }
 
     def observation_lexer(self, action: Action, observation: str) -> str:

@@ -13,10 +13,12 @@ import json
 import re
 from typing import Any
 
+from agentworld_tui.domains.base import DomainBase, json_value
 from agentworld_tui.domains.json_schema import looks_like_json, read_json
-from agentworld_tui.domains.turn import turn_markdown, unfenced
+from agentworld_tui.domains.turn import unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.tool import Tool
 
 CONTROL_KEYS = ("C-c", "C-d", "C-z", "C-l")
 KEY_NAMES = re.compile(
@@ -132,17 +134,40 @@ def _entries_from_json(data: Any) -> list[Any]:
     return [data]
 
 
-class TerminalDomain:
+KEYSTROKES_TOOL = Tool(
+    "send_keystrokes",
+    "Type into the terminal and get the screen after. Keystrokes ending in a newline run "
+    "a command; tmux key names such as C-c, C-d or Escape send that key; empty keystrokes "
+    "with a duration wait for more output.",
+    {
+        "type": "object",
+        "properties": {
+            "keystrokes": {"type": "string", "description": "what to type"},
+            "duration": {
+                "type": "number",
+                "minimum": 0,
+                "description": "seconds to wait before the screen is read (default 1)",
+            },
+        },
+        "required": ["keystrokes"],
+    },
+)
+
+
+class TerminalDomain(DomainBase):
     name = "terminal"
     title = "Terminal"
     lexer = "text"
     replaces_state = False
     editor_language = "json"
+    pane = "agentworld_tui.ui.panes.terminal:TerminalPane"
 
-    def make_action(self, entries: list[Any]) -> Action:
-        """Validate keystroke entries built by the pane or parsed from JSON."""
-        if not isinstance(entries, list) or not entries:
-            raise ActionError("nothing to send: type a command, or press a control key")
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """Keystroke entries as the pane builds them, or any JSON form ``parse_action``
+        reads: the entry list, one entry, a Terminus-2 answer, ``[]`` for a finished task."""
+        entries = _entries_from_json(json_value(value, 2 * MAX_KEYSTROKES))
+        if not entries:
+            return self.task_complete()
         clean = [_entry(item, i) for i, item in enumerate(entries, 1)]
         total = sum(len(e["keystrokes"]) for e in clean)
         if total > MAX_KEYSTROKES:
@@ -170,18 +195,17 @@ class TerminalDomain:
                 raise ActionError(
                     f"invalid JSON keystrokes: {exc.msg} (line {exc.lineno}, column {exc.colno})"
                 ) from None
-            entries = _entries_from_json(data)
-            return self.make_action(entries) if entries else self.task_complete()
+            return self.make_action(data, scenario)
         if is_key(stripped):
-            return self.make_action([entry(stripped)])
+            return self.make_action([entry(stripped)], scenario)
         line = stripped if stripped != text.strip() else text.rstrip("\n")
-        return self.make_action([command(line)])
+        return self.make_action([command(line)], scenario)
 
-    def render_turn(self, number: int, action: Action, state: str | None) -> str:
-        return turn_markdown(number, json.dumps(action.payload, ensure_ascii=False), state=state)
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        return [KEYSTROKES_TOOL]
 
-    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
-        return {"scenario": scenario.description}
-
-    def observation_lexer(self, action: Action, observation: str) -> str:
-        return self.lexer
+    def tool_action(self, name: str, arguments: dict[str, Any], scenario: Scenario) -> Action:
+        given: dict[str, Any] = {"keystrokes": arguments.get("keystrokes", "")}
+        if "duration" in arguments:
+            given["duration"] = arguments["duration"]
+        return self.make_action([given], scenario)

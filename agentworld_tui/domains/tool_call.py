@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.domains.base import (
+    ACT,
+    DomainBase,
+    argument_text,
+    check_tool_name,
+    json_value,
+)
 from agentworld_tui.domains.json_schema import (
     MAX_DEPTH,
     CheckTimeout,
@@ -21,74 +28,16 @@ from agentworld_tui.domains.json_schema import (
     schema_problems,
     value_problem,
 )
-from agentworld_tui.domains.turn import unfenced
+from agentworld_tui.domains.turn import turn_markdown, unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.tool import Tool as Tool
 
 MAX_CALL_CHARS = 200_000
 
 
 class ToolListError(ValueError):
     """A tool list that cannot be read; the message says where and why."""
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = field(default_factory=dict)
-    output_schema: dict[str, Any] | None = None
-    """The JSON Schema of the tool's structured result, where it declares one."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The MCP spelling, as the system prompt shows it and scenarios store it."""
-        data: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-        }
-        if self.output_schema is not None:
-            data["outputSchema"] = self.output_schema
-        return data
-
-    @property
-    def parameters(self) -> list[str]:
-        props = self.input_schema.get("properties")
-        return list(props) if isinstance(props, dict) else []
-
-    @property
-    def required(self) -> list[str]:
-        """The required fields; where the schema requires one of several forms (anyOf,
-        oneOf), those of the first, the form a call is started from."""
-        req = self.input_schema.get("required")
-        if not isinstance(req, list):
-            req = None
-            for key in ("anyOf", "oneOf"):
-                options = self.input_schema.get(key)
-                first = options[0] if isinstance(options, list) and options else None
-                if isinstance(first, dict) and isinstance(first.get("required"), list):
-                    req = first["required"]
-                    break
-        return [r for r in req if isinstance(r, str)] if req else []
-
-    def skeleton(self) -> dict[str, Any]:
-        """Arguments to start editing from: each required field with an empty value."""
-        props = self.input_schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        return {name: _empty_value(props.get(name)) for name in self.required}
-
-
-def _empty_value(schema: Any) -> Any:
-    if not isinstance(schema, dict):
-        return ""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum:
-        return enum[0]
-    kind = schema.get("type")
-    kind = kind[0] if isinstance(kind, list) and kind else kind
-    return {"array": [], "object": {}, "integer": 0, "number": 0, "boolean": False}.get(
-        str(kind), ""
-    )
 
 
 def tool_from_dict(data: Any, where: str = "tool") -> Tool:
@@ -310,14 +259,9 @@ def call_from_data(data: Any) -> dict[str, Any]:
 
 
 def check_call(call: dict[str, Any], tools: list[Tool]) -> None:
-    """Refuse a call to an unknown tool, or with arguments that break the tool's schema."""
-    by_name = {t.name: t for t in tools}
-    tool = by_name.get(call["name"])
-    if tool is None:
-        available = ", ".join(by_name) or "none"
-        raise ActionError(
-            f"unknown tool {shown_name(call['name'])}; available tools: {available}", field="name"
-        )
+    """Refuse a call to an unknown tool, or with arguments that break the tool's schema:
+    the one check of a call's arguments, wherever it comes from."""
+    tool = check_tool_name(call["name"], tools)
     try:
         problems = schema_problems(call["arguments"], tool.input_schema)
     except RecursionError:
@@ -340,13 +284,6 @@ def too_costly(tool: str, seconds: float) -> str:
     )
 
 
-def shown_name(name: str, limit: int = 80, *, quoted: bool = True) -> str:
-    """A tool name as a message gives it: cut, since an unknown one may be any size."""
-    cut = name if len(name) <= limit else name[: limit - 1] + "…"
-    shown = repr(cut) if quoted else cut
-    return shown + (f" ({len(name):,} characters)" if len(name) > limit else "")
-
-
 def call_label(call: dict[str, Any], width: int = 60) -> str:
     """``name(key=value, ...)``, cut to ``width`` characters."""
     args = ", ".join(
@@ -366,3 +303,71 @@ def call_json(call: dict[str, Any]) -> str:
 def tool_call_action(domain: str, call: dict[str, Any], **extra: Any) -> Action:
     payload = {"name": call["name"], "arguments": call["arguments"], **extra}
     return Action(domain, payload, call_label(call))
+
+
+class ToolCallDomain(DomainBase):
+    """A domain whose agent calls tools (MCP, Search, SWE): an action is one call,
+    ``{"name": ..., "arguments": {...}}``, checked against the tools in use (the
+    scenario's own list, else the domain's ``usual_tools``) by ``check_call``, so that a
+    call gets the same message from the pane, ``predict``, the MCP server and the
+    environments. A domain with its own rules for its usual tools adds them in
+    ``call_action``."""
+
+    editor_language = "json"
+    usual_tools: tuple[Tool, ...] = ()
+    """The tools where the scenario lists none; with none either, any call goes out."""
+    no_tool_list = ""
+    """What the system prompt says in place of the tools where there are none."""
+
+    def own_tools(self, scenario: Scenario) -> list[Tool] | None:
+        """The scenario's own tool list, None where it gives none."""
+        try:
+            return scenario_tools(scenario)
+        except ToolListError as exc:
+            raise ActionError(f"the scenario's tool list is unusable: {exc}") from None
+
+    def listed_tools(self, scenario: Scenario) -> list[Tool] | None:
+        """The tools calls are checked against (the pane's list); None where there are
+        none and any well-formed call goes out as written."""
+        own = self.own_tools(scenario)
+        if own is not None:
+            return own
+        return list(self.usual_tools) if self.usual_tools else None
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        """The listed tools; without a list, the ``act`` tool that takes a call's JSON."""
+        return self.listed_tools(scenario) or [ACT]
+
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """A call as the pane builds it or an agent hands it over, in any spelling
+        ``call_from_data`` reads."""
+        call = call_from_data(json_value(value, MAX_CALL_CHARS, "the call is"))
+        return self.call_action(call, scenario)
+
+    def parse_action(self, text: str, scenario: Scenario) -> Action:
+        return self.call_action(parse_tool_call(text), scenario)
+
+    def tool_action(self, name: str, arguments: dict[str, Any], scenario: Scenario) -> Action:
+        if self.listed_tools(scenario) is None:  # the act tool: a call written out
+            return self.parse_action(argument_text(arguments, "action"), scenario)
+        return self.make_action({"name": name, "arguments": arguments}, scenario)
+
+    def call_action(self, call: dict[str, Any], scenario: Scenario) -> Action:
+        """The action of a call read from any form, checked against the tools in use."""
+        tools = self.listed_tools(scenario)
+        if tools is not None:
+            check_call(call, tools)
+        return tool_call_action(self.name, call)
+
+    def render_turn(self, number: int, action: Action, state: str | None) -> str:
+        return turn_markdown(number, call_json(action.payload), state=state)
+
+    def prompt_values(self, scenario: Scenario) -> dict[str, str]:
+        try:
+            tools = self.listed_tools(scenario)
+        except ActionError:
+            tools = list(self.usual_tools)
+        return {
+            "scenario": scenario.description,
+            "tools": tool_definitions(tools) if tools else self.no_tool_list,
+        }

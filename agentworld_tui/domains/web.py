@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld_tui.domains.base import DomainBase, json_value
 from agentworld_tui.domains.json_schema import (
     MAX_DEPTH,
     MAX_NUMBER_CHARS,
@@ -25,6 +26,7 @@ from agentworld_tui.domains.json_schema import (
 from agentworld_tui.domains.turn import turn_markdown, unfenced
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.tool import Tool
 
 BUTTONS = ("left", "middle", "right")
 MODIFIERS = ("Alt", "Control", "ControlOrMeta", "Meta", "Shift")
@@ -249,9 +251,6 @@ _ARGUMENT_KEYS = ("arguments", "args", "parameters", "input")
 
 
 def _parse_json(text: str) -> tuple[str, dict[str, Any]]:
-    """The JSON forms: ``{"name": ..., "arguments": {...} or [...]}`` (also under action,
-    args...), an OpenAI tool call, the arguments beside the name (``{"action": "click",
-    "bid": "a42"}``), or the call's text as the name (``{"action": "click('a42')"}``)."""
     try:
         data = read_json(text)
     except json.JSONDecodeError as exc:
@@ -259,6 +258,13 @@ def _parse_json(text: str) -> tuple[str, dict[str, Any]]:
             f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             field="arguments",
         ) from None
+    return call_from_value(data)
+
+
+def call_from_value(data: Any) -> tuple[str, dict[str, Any]]:
+    """The JSON forms: ``{"name": ..., "arguments": {...} or [...]}`` (also under action,
+    args...), an OpenAI tool call, the arguments beside the name (``{"action": "click",
+    "bid": "a42"}``), or the call's text as the name (``{"action": "click('a42')"}``)."""
     if not isinstance(data, dict):
         raise ActionError('the JSON form is {"name": ..., "arguments": {...}}')
     if isinstance(data.get("function"), dict):
@@ -437,17 +443,33 @@ def _goal(scenario: Scenario) -> str:
     return f"The agent's goal, for context (the page does not know it): {goal}" if goal else ""
 
 
-class WebDomain:
+BROWSER_TOOL = Tool(
+    "browser_action",
+    "Act on the web page and get the next page state (an accessibility tree whose elements "
+    "carry bids). The action is one call such as click('12'), fill('7', 'hello'), "
+    "goto('https://example.com'), scroll(0, 300), go_back() or send_msg_to_user('done').",
+    {
+        "type": "object",
+        "properties": {"action": {"type": "string", "description": "one browser call"}},
+        "required": ["action"],
+    },
+)
+
+
+class WebDomain(DomainBase):
     name = "web"
     title = "Web"
     lexer = "text"
     replaces_state = True
     editor_language = "text"
+    pane = "agentworld_tui.ui.panes.web:WebPane"
 
-    def make_action(self, name: str, arguments: dict[str, Any]) -> Action:
-        """An action built in the action bar: the action picked and its fields."""
-        checked = bind(name, [], arguments)
-        return self._action(name, checked)
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """A call in its JSON form, as the action bar builds it: ``{"name": "fill",
+        "arguments": {"bid": "b12", "value": "hello"}}`` (or another form ``parse_action``
+        reads from JSON)."""
+        name, arguments = call_from_value(json_value(value, MAX_ACTION_CHARS))
+        return self._action(name, arguments)
 
     def _action(self, name: str, arguments: dict[str, Any]) -> Action:
         text = call_text(name, arguments)
@@ -457,6 +479,9 @@ class WebDomain:
     def parse_action(self, text: str, scenario: Scenario) -> Action:
         name, arguments = parse_call(text)
         return self._action(name, arguments)
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        return [BROWSER_TOOL]
 
     def render_turn(self, number: int, action: Action, state: str | None) -> str:
         payload = {"name": action.payload["name"], "arguments": action.payload["arguments"]}

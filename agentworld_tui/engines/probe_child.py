@@ -24,7 +24,10 @@ def main(argument: str) -> int:
     try:
         import llama_cpp
 
-        from agentworld_tui.engines.llama import llama_arguments, templates_left_uncompiled
+        from agentworld_tui.engines.llama.loading import (
+            llama_arguments,
+            templates_left_uncompiled,
+        )
 
         with templates_left_uncompiled():
             llm = llama_cpp.Llama(

@@ -3,7 +3,7 @@
 One model serves many conversations at once: the server keeps ``slots`` sequences in one
 context and decodes them together (continuous batching), so a pool of environments, many
 MCP clients or a rollout's episodes share the model instead of queueing behind each
-other. Its prompt cache does what ``engines/llama.py`` does by hand: a request goes to the
+other. Its prompt cache does what ``engines/llama/cache.py`` does by hand: a request goes to the
 slot whose cache shares the most with its prompt, a hybrid model's recurrent state is
 checkpointed a few tokens before the end of every prompt (so the next turn, whose prompt
 goes on from there, reads only what is new), and a slot taken by another conversation
@@ -22,11 +22,16 @@ port, behind an API key made for this process, used here only to count tokens.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
+import os
 import queue
 import secrets
+import shutil
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -35,25 +40,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentworld_tui.engines.answer import CLOSE_REASONING, LocalAnswer, ended
 from agentworld_tui.engines.base import (
-    AnswerDelta,
     ContextOverflowError,
     EngineError,
     EngineEvent,
     EngineInfo,
-    Finished,
     GenerationControl,
     GenerationParams,
-    GenerationStats,
     Message,
     ProgressCallback,
     PromptProgress,
-    ReasoningDelta,
     StopReason,
 )
-from agentworld_tui.engines.llama import CLOSE_REASONING, DEFAULT_N_CTX, check_gguf
-from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
-from agentworld_tui.world.splitter import ObservationSplitter
+from agentworld_tui.engines.model_file import check_gguf, context_size, model_metadata
+from agentworld_tui.engines.prefix import common_prefix, common_text
+from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, KeptStateFile
+from agentworld_tui.engines.template import ChatTemplate, RenderCancelled
 
 log = logging.getLogger("agentworld.engine")
 
@@ -69,36 +72,18 @@ POLL_S = 0.05
 TOKENIZE_TIMEOUT_S = 30.0
 
 
-def model_metadata(path: Path) -> tuple[str | None, str, str, int]:
-    """The chat template, BOS and EOS texts and trained context from the GGUF header."""
-    import gguf
+@dataclass(frozen=True)
+class _Placement:
+    """Where one prompt goes: see ``_SlotTable.take``."""
 
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:  # a damaged header: llama.cpp says why when it loads
-        log.warning("cannot read the GGUF header of %s: %s", path, exc)
-        return None, "", "", 0
-
-    def value(name: str) -> Any:
-        found = reader.get_field(name)
-        return None if found is None else found.contents()
-
-    def token_text(key: str) -> str:
-        index = value(key)
-        tokens = reader.get_field("tokenizer.ggml.tokens")
-        if not isinstance(index, int) or tokens is None or not 0 <= index < len(tokens.data):
-            return ""
-        return bytes(tokens.parts[tokens.data[index]]).decode("utf-8", "replace")
-
-    arch = value("general.architecture")
-    trained = value(f"{arch}.context_length") if isinstance(arch, str) else None
-    template = value("tokenizer.chat_template")
-    return (
-        template if isinstance(template, str) else None,
-        token_text("tokenizer.ggml.bos_token_id"),
-        token_text("tokenizer.ggml.eos_token_id"),
-        int(trained) if isinstance(trained, int) else 0,
-    )
+    slot: int
+    """The slot the first request names (-1: the server's choice)."""
+    chosen: int
+    """The slot that will hold the conversation (-1: unknown, all are busy)."""
+    source: int = -1
+    """A slot to copy into ``chosen`` first (a fork of the conversation it holds)."""
+    new_head: bool = False
+    """The prompt's head (up to its last message) is new to the slot: worth a checkpoint."""
 
 
 class _SlotTable:
@@ -106,40 +91,65 @@ class _SlotTable:
 
     A prompt that goes on from the history of a slot's last prompt (the next turn, a
     retry) is sent to that slot (``id_slot``), where the server reads only what is new.
-    Any other (a new conversation, one coming back, a fork) is left to the server (-1):
-    it takes the least recently used slot, keeps the conversation there in its prompt
-    cache and restores the best one it has for this prompt. The table follows it by the
-    same rule; were it wrong, a prompt would only be read again, never answered wrong.
+    One that shares with a slot's history its first turn and at least half of itself,
+    without going on from it (a fork of that conversation, or a retry of an
+    earlier turn), gets a copy of that slot in another one, when the engine can copy
+    slots and another is idle: both conversations keep their state (several forks of one
+    conversation copy it at once). Any other (a new conversation, one coming back) is
+    left to the server (-1): it takes the least recently used slot, keeps the
+    conversation there in its prompt cache and restores the best one it has for this
+    prompt. The table follows it by the same rule (the engine sends such prompts one at
+    a time); were it wrong, a prompt would only be read again, never answered wrong.
     """
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, *, can_copy: bool = False) -> None:
         self._lock = threading.Lock()
         self._history = [""] * slots
+        self._head = [""] * slots
         self._busy = [False] * slots
+        self._reading = [0] * slots
+        """Copies being made of each slot: it is read, so nothing may be written there."""
         self._used = [0.0] * slots
-        self._asked: dict[int, str] = {}
+        self._asked: dict[int, tuple[str, str]] = {}
+        self._can_copy = can_copy
 
-    def take(self, prompt: str, history: str) -> tuple[int, int]:
-        """The slot to send ``prompt`` to (-1: the server's choice), and the slot that
-        will hold it (-1: unknown, all are busy)."""
+    def take(self, prompt: str, history: str, head: str = "", first: int = 0) -> _Placement:
+        """Where to send ``prompt`` (whose history part is ``history``, head ``head``, and
+        system message and first turn ``first`` characters long)."""
         with self._lock:
-            held = [
-                i
-                for i, h in enumerate(self._history)
-                if h and not self._busy[i] and prompt.startswith(h)
-            ]
+            readable = [i for i, busy in enumerate(self._busy) if not busy]
+            idle = [i for i in readable if not self._reading[i]]
+            held = [i for i in idle if self._history[i] and prompt.startswith(self._history[i])]
+            shared = {i: common_text(prompt, self._history[i]) for i in readable}
+            near = [i for i in readable if shared[i] > first and shared[i] * 2 >= len(prompt)]
+            source = -1
+            if near and not held and self._can_copy:
+                source = max(near, key=lambda i: (shared[i], self._used[i]))
+                if not [i for i in idle if i != source]:
+                    source = -1  # no other slot to copy it to: the server's cache
             if held:
                 slot = max(held, key=lambda i: len(self._history[i]))
                 chosen = slot
+            elif source >= 0:
+                others = [i for i in idle if i != source]
+                slot = chosen = min(others, key=lambda i: (self._used[i], -i))
+                self._reading[source] += 1
             else:
-                idle = [i for i, busy in enumerate(self._busy) if not busy]
                 slot = -1
                 # The server's rule: the oldest use, the last slot of equals.
                 chosen = min(idle, key=lambda i: (self._used[i], -i)) if idle else -1
+            new_head = False
             if chosen >= 0:
                 self._busy[chosen] = True
-                self._asked[chosen] = history
-            return slot, chosen
+                self._asked[chosen] = (history, head)
+                kept = self._head[source if source >= 0 else chosen]
+                new_head = bool(head) and head != kept
+            return _Placement(slot, chosen, source, new_head)
+
+    def copied(self, placement: _Placement) -> None:
+        """The copy of ``placement.source`` is done: that slot may be written again."""
+        with self._lock:
+            self._reading[placement.source] -= 1
 
     def give_back(self, chosen: int) -> None:
         if chosen < 0:
@@ -147,7 +157,7 @@ class _SlotTable:
         with self._lock:
             self._busy[chosen] = False
             self._used[chosen] = time.monotonic()
-            self._history[chosen] = self._asked.pop(chosen, "")
+            self._history[chosen], self._head[chosen] = self._asked.pop(chosen, ("", ""))
 
 
 @dataclass
@@ -161,8 +171,16 @@ class _Request:
     stop_at: int = 0
     """Generated tokens after which the request ends (the reasoning budget); 0: none.
     Checked here, on the thread that receives the chunks, so it is exact."""
+    placing: threading.Lock | None = None
+    """Released at the first chunk (the server has placed the request) or at the end."""
+
+    def placed(self) -> None:
+        placing, self.placing = self.placing, None
+        if placing is not None:
+            placing.release()
 
     def on_chunk(self, chunk: dict[str, Any]) -> bool:
+        self.placed()
         self.chunks.put(chunk)
         if self.stop_at:
             timings = chunk.get("timings")
@@ -211,6 +229,19 @@ class XLlamaEngine:
         self._gpu = False
         self._lock = threading.Lock()
         self._slots = _SlotTable(self.slots)
+        self._unplaced = threading.Lock()
+        """Held by a request the server places (-1) until the server has placed it, so
+        the slot table can follow the server's choice."""
+        self._checkpointed = False
+        self._slot_dir: Path | None = None
+        self._build = ""
+        self._kept = KeptStateFile()
+
+    def keep_state(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """Go on from the state in ``path`` when it begins the next prompt, and write there
+        the state of that prompt's history (``engines.state_file``): the server saves and
+        restores a slot. None: no file."""
+        self._kept.keep(path, max_bytes)
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -245,8 +276,8 @@ class XLlamaEngine:
             ) from exc
         from agentworld_tui.engines.threads import physical_cores
 
-        template, bos, eos, trained = model_metadata(self.model_path)
-        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, trained or DEFAULT_N_CTX)
+        header = model_metadata(self.model_path)
+        n_ctx = context_size(self.requested_ctx, header.trained_context)
         threads = self.threads or physical_cores()
         key = secrets.token_urlsafe(32)
         params = xllamacpp.CommonParams()
@@ -258,7 +289,14 @@ class XLlamaEngine:
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = threads
         params.n_ctx_checkpoints = self.checkpoints
+        # A checkpoint where each prompt's last message begins (see _stream), however close
+        # to the one before: the server's default spacing keeps one in thousands of tokens.
+        params.checkpoint_min_step = 1
         params.cache_ram_mib = self.prompt_cache_mib
+        # Not every idle slot copied into the prompt cache at every request's start: with
+        # many conversations in their slots that copying took more than the decoding. A
+        # slot another conversation takes is still kept there first.
+        params.cache_idle_slots = False
         params.hostnames = ["127.0.0.1"]
         params.port = 0
         params.api_keys = [key]
@@ -268,19 +306,27 @@ class XLlamaEngine:
         # slot, whose conversation the server first keeps in its prompt cache (and it
         # restores this one's from there): never a slot by a shared system prompt alone.
         params.slot_prompt_similarity = 0.0
+        # Where the server saves and restores slots: a fork copies its conversation's
+        # slot, and a state file goes through here. Private to this process.
+        slot_dir = Path(tempfile.mkdtemp(prefix="agentworld-slots-"))
+        params.slot_save_path = str(slot_dir) + os.sep
         say(f"loading {self.model_path.name}")
         try:
             server = xllamacpp.Server(params)
         except RuntimeError as exc:
+            shutil.rmtree(slot_dir, ignore_errors=True)
             raise EngineError(
                 f"could not load {self.model_path.name} with xllamacpp: {exc} (the file may be "
                 "truncated, its context too large for this machine's memory, or its "
                 "architecture newer than this build)"
             ) from exc
-        self._template = ChatTemplate(template, bos_token=bos, eos_token=eos)
+        self._template = ChatTemplate(header.template, bos_token=header.bos, eos_token=header.eos)
+        self._checkpointed = header.checkpointed
+        self._slot_dir = slot_dir
+        self._build = f"xllamacpp {_version(xllamacpp)}"
         self._gpu = self.requested_gpu_layers != 0 and _offloads(xllamacpp)
         self._server = server
-        self._slots = _SlotTable(self.slots)
+        self._slots = _SlotTable(self.slots, can_copy=True)
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
@@ -297,7 +343,10 @@ class XLlamaEngine:
     def unload(self) -> None:
         with self._lock:
             server, self._server = self._server, None
+            slot_dir, self._slot_dir = self._slot_dir, None
         del server  # its destructor stops the server's loop and frees the model
+        if slot_dir is not None:
+            shutil.rmtree(slot_dir, ignore_errors=True)
 
     # -- tokens -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -305,13 +354,36 @@ class XLlamaEngine:
             return max(1, len(text) // 3)
         return len(self.tokenize(text))
 
-    def tokenize(self, text: str) -> list[int]:
-        """The model's tokens for ``text`` (special tokens parsed, no BOS added)."""
-        reply = self._call("/tokenize", {"content": text, "add_special": False})
+    def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        """The model's tokens for ``text`` (special tokens parsed; with ``add_special``, a
+        BOS as the model asks, as the server adds it to a prompt)."""
+        reply = self._call("/tokenize", {"content": text, "add_special": add_special})
         tokens = reply.get("tokens")
         if not isinstance(tokens, list):
             raise EngineError("the xllamacpp server did not tokenize the text")
         return [int(t) for t in tokens]
+
+    def _slot_action(self, slot: int, action: str, filename: str) -> int:
+        """Save a slot to, or restore it from, ``filename`` in the slot folder; returns the
+        tokens it held (0: none, or it failed)."""
+        try:
+            reply = self._call(f"/slots/{slot}?action={action}", {"filename": filename})
+        except EngineError as exc:
+            log.warning("xllamacpp could not %s slot %d: %s", action, slot, exc)
+            return 0
+        count = reply.get("n_saved" if action == "save" else "n_restored")
+        return count if isinstance(count, int) else 0
+
+    def _copy_slot(self, source: int, target: int) -> None:
+        """Give ``target`` the conversation ``source`` holds, with its checkpoints."""
+        assert self._slot_dir is not None
+        name = f"copy-{secrets.token_hex(8)}.bin"
+        try:
+            if self._slot_action(source, "save", name):
+                self._slot_action(target, "restore", name)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
 
     def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST to the server's own HTTP side on 127.0.0.1 (never through a proxy)."""
@@ -368,45 +440,160 @@ class XLlamaEngine:
         if server is None:
             raise EngineError("no model is loaded")
         started = time.perf_counter()
+        assert self._template is not None
         try:
-            prompt = self.render(messages, params, control)
-            history = self.render(messages, params, control, generation_prompt=False)
+            prompt, history = self._template.render_turn(
+                messages, enable_thinking=params.enable_thinking, control=control
+            )
         except RenderCancelled:
-            yield _ended(started, "cancelled", self._n_ctx)
+            yield ended(started, "cancelled", self._n_ctx)
             return
-        slot, holder = self._slots.take(prompt, history)
+        head = self._head(messages, params, prompt) if self._checkpointed else ""
+        place = self._slots.take(prompt, history, head, self._first_turn(messages, params))
         try:
-            yield from self._stream(server, prompt, slot, params, control, started)
+            if place.source >= 0:
+                try:
+                    self._copy_slot(place.source, place.chosen)
+                finally:
+                    self._slots.copied(place)
+            slot, prefixes, whole = self._prefixes(prompt, history, head, place)
+            yield from self._stream(
+                server, prompt, (slot, prefixes, whole), place, params, control, started
+            )
         finally:
-            self._slots.give_back(holder)
+            self._slots.give_back(place.chosen)
+
+    # -- the state file -----------------------------------------------------------------
+    def _restore_state_file(self, prompt: list[int], slot: int) -> int:
+        """Restore the state file's state into ``slot`` when it begins ``prompt``; returns
+        how many tokens it holds (0: none restored)."""
+        state = self._kept.open(self._build, self.model_path)
+        saved = state.load(prompt) if state is not None else None
+        if state is None or saved is None or self._slot_dir is None:
+            return 0
+        name = f"state-{secrets.token_hex(8)}.bin"
+        try:
+            if state.copy_state(saved, self._slot_dir / name) and self._slot_action(
+                slot, "restore", name
+            ) == len(saved.tokens):
+                return len(saved.tokens)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
+        state.drop("the server could not restore it")
+        return 0
+
+    def _save_state_file(self, slot: int, tokens: list[int]) -> None:
+        """Save ``slot``, which holds exactly ``tokens``, into the state file."""
+        state = self._kept.open(self._build, self.model_path)
+        if state is None or self._slot_dir is None:
+            return
+        name = f"state-{secrets.token_hex(8)}.bin"
+        try:
+            if self._slot_action(slot, "save", name) == len(tokens):
+                state.save(tokens, self._slot_dir / name)
+        finally:
+            with contextlib.suppress(OSError):
+                (self._slot_dir / name).unlink()
+
+    def _first_turn(self, messages: list[Message], params: GenerationParams) -> int:
+        """How long the prompt's system message and first turn are. Conversations of one
+        domain share the system prompt and the way an action is written: a prompt that
+        shares no more than that with a slot is no fork of its conversation."""
+        if len(messages) < 4:
+            return sys.maxsize
+        try:
+            return len(self.render(messages[:3], params, generation_prompt=False))
+        except (EngineError, RenderCancelled):
+            return sys.maxsize
+
+    def _head(self, messages: list[Message], params: GenerationParams, prompt: str) -> str:
+        """The prompt up to where its last message's content begins (found by rendering
+        it with that content left empty): a retried, edited or forked last turn shares it."""
+        assert self._template is not None
+        text = self._template.blank_last(messages, enable_thinking=params.enable_thinking)
+        return prompt[: common_text(text, prompt)]
+
+    def _prefixes(
+        self, prompt: str, history: str, head: str, place: _Placement
+    ) -> tuple[int, list[tuple[list[int], bool]], int]:
+        """The slot for the first request, and the parts of the prompt to send first.
+
+        On a model the server can take back only to its checkpoints, a prompt whose head
+        is new to its slot is sent up to the head first, so the server keeps a checkpoint
+        there for a later retry, edit or fork of this turn. With a state file, its state
+        is restored into the slot, and the prompt is sent up to its history's end, whose
+        state is then saved to the file (True beside it).
+        """
+        slot = place.slot
+        want_head = self._checkpointed and place.new_head
+        if place.chosen < 0 or not (want_head or self._kept.asked):
+            return slot, [], 0
+        full = self.tokenize(prompt, add_special=True)
+        stops: dict[int, bool] = {}
+        if want_head:
+            stops[common_prefix(self.tokenize(head, add_special=True), full)] = False
+        held = 0
+        if self._kept.asked:
+            held = self._restore_state_file(full, place.chosen)
+            if held:
+                slot = place.chosen
+            end = common_prefix(self.tokenize(history, add_special=True), full)
+            if end != held:
+                stops[end] = True
+        parts = [(full[:n], save) for n, save in sorted(stops.items()) if held < n < len(full)]
+        return slot, parts, len(full)
 
     def _stream(
         self,
         server: Any,
         prompt: str,
-        slot: int,
+        first_requests: tuple[int, list[tuple[list[int], bool]], int],
+        place: _Placement,
         params: GenerationParams,
         control: GenerationControl,
         started: float,
     ) -> Iterator[EngineEvent]:
-        splitter = ObservationSplitter(
-            starts_in_reasoning=params.enable_thinking and opens_reasoning(prompt)
-        )
+        answer = LocalAnswer(prompt, params, started)
         seen = _Progress()
+        slot, prefixes, whole = first_requests
+        reading = _Reading(whole if prefixes else 0)
+        for tokens, save in prefixes:
+            request = _Request(self._body(tokens, params, 0, slot))
+            runner = self._start(server, request, control)
+            part = _Progress()
+            for chunk in self._chunks(request, control):
+                error = chunk.get("error")
+                if error is not None:
+                    raise _failure(error)
+                progress = chunk.get("prompt_progress")
+                if isinstance(progress, dict):
+                    yield reading.progress(progress)
+                _read_counters(chunk, part)
+            reading.done += part.evaluated
+            if control.cancelled:
+                yield ended(
+                    started,
+                    "cancelled",
+                    self._n_ctx,
+                    prompt_tokens=len(tokens),
+                    evaluated=reading.done,
+                )
+                return
+            runner.join()
+            slot = place.chosen
+            if save:
+                self._save_state_file(slot, tokens)
         reasoning_tokens = 0
-        first_token_at: float | None = None
         stop: StopReason = "max_tokens"
         text = prompt
         first = True
         while True:
             left = params.max_tokens - seen.generated
             request = _Request(self._body(text, params, left, slot))
-            if splitter.in_reasoning and params.reasoning_budget:
+            if answer.in_reasoning and params.reasoning_budget:
                 request.stop_at = max(1, params.reasoning_budget - seen.generated)
-            runner = threading.Thread(
-                target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
-            )
-            runner.start()
+            runner = self._start(server, request, control)
             part = _Progress()
             try:
                 for chunk in self._chunks(request, control):
@@ -415,19 +602,18 @@ class XLlamaEngine:
                         raise _failure(error)
                     progress = chunk.get("prompt_progress")
                     if first and isinstance(progress, dict):
-                        yield _prompt_progress(progress)
+                        yield reading.progress(progress)
                     _read_counters(chunk, part)
                     piece = _text(chunk)
                     if piece:
-                        if first_token_at is None:
-                            first_token_at = time.perf_counter()
-                        if splitter.in_reasoning:
+                        answer.first_token()
+                        if answer.in_reasoning:
                             reasoning_tokens = seen.generated + part.generated
                         text += piece
-                        yield from _events(
-                            splitter, piece, seen.generated + part.generated, reasoning_tokens
+                        yield from answer.feed(
+                            piece, seen.generated + part.generated, reasoning_tokens
                         )
-                    if not splitter.in_reasoning:
+                    if not answer.in_reasoning:
                         request.stop_at = 0
                     elif control.take_answer_request():
                         # It ends at its next chunk; what it generated until then is read
@@ -438,8 +624,10 @@ class XLlamaEngine:
             if part.finish == "stop" and part.generated:
                 part.generated -= 1  # the server counts the end-of-generation token too
             if first:
-                seen.prompt_tokens, seen.evaluated = part.prompt_tokens, part.evaluated
+                seen.prompt_tokens = part.prompt_tokens
+                seen.evaluated = reading.done + part.evaluated
                 first = False
+                slot = place.chosen  # a continuation goes on in the slot that holds it
             seen.generated += part.generated
             if control.cancelled:  # the request ends at its next chunk, unwaited for
                 stop = "cancelled"
@@ -450,38 +638,22 @@ class XLlamaEngine:
                 break
             # Halted for answer-now or the reasoning budget: go on with the reasoning
             # closed (or as it was, when the model closed it itself meanwhile).
-            if splitter.in_reasoning:
+            if answer.in_reasoning:
                 text += CLOSE_REASONING
-                yield from _events(splitter, CLOSE_REASONING, seen.generated, reasoning_tokens)
-        split, reasoning_delta, answer_delta, reset = splitter.finish()
-        if reasoning_delta:
-            yield ReasoningDelta(reasoning_delta, seen.generated, reasoning_tokens)
-        if answer_delta or reset:
-            yield AnswerDelta(answer_delta, seen.generated, reset)
-        stats = GenerationStats(
+                yield from answer.feed(CLOSE_REASONING, seen.generated, reasoning_tokens)
+        yield from answer.finish(
             prompt_tokens=seen.prompt_tokens,
-            evaluated_prompt_tokens=seen.evaluated,
-            generated_tokens=seen.generated,
+            evaluated=seen.evaluated,
+            generated=seen.generated,
             reasoning_tokens=reasoning_tokens,
-            time_to_first_token=(first_token_at or time.perf_counter()) - started,
-            tokens_per_second=_rate(seen.generated, first_token_at),
-            elapsed=time.perf_counter() - started,
-            stop_reason=stop,
+            stop=stop,
             n_ctx=self._n_ctx,
-        )
-        yield Finished(
-            split.reasoning,
-            split.observation,
-            split.closed_reasoning,
-            stats,
-            raw=splitter.raw,
-            extraction=split.extraction,
         )
 
     def _body(
-        self, prompt: str, params: GenerationParams, max_tokens: int, slot: int
+        self, prompt: str | list[int], params: GenerationParams, max_tokens: int, slot: int
     ) -> dict[str, Any]:
-        """The completions request: the same sampling chain as ``engines/llama.py``."""
+        """The completions request: the same sampling chain as ``engines/llama/engine.py``."""
         body: dict[str, Any] = {
             "prompt": prompt,
             "id_slot": slot,
@@ -501,6 +673,25 @@ class XLlamaEngine:
             body["seed"] = params.seed
         return body
 
+    def _start(
+        self, server: Any, request: _Request, control: GenerationControl
+    ) -> threading.Thread:
+        """Send the request on a thread of its own; one the server places (no slot named)
+        waits until the one before it was placed (a stop ends the wait: the request is
+        then ended before it is sent)."""
+        if request.body.get("id_slot", -1) < 0:
+            while not self._unplaced.acquire(timeout=POLL_S):
+                if control.cancelled:
+                    request.halt = True
+                    break
+            else:
+                request.placing = self._unplaced
+        runner = threading.Thread(
+            target=self._run, args=(server, request), name="xllamacpp-request", daemon=True
+        )
+        runner.start()
+        return runner
+
     @staticmethod
     def _run(server: Any, request: _Request) -> None:
         """Send the request; its chunks go to its queue, then None."""
@@ -510,6 +701,7 @@ class XLlamaEngine:
             log.exception("xllamacpp request failed")
             request.chunks.put({"error": {"message": str(exc), "type": "server_error"}})
         finally:
+            request.placed()
             request.chunks.put(None)
 
     @staticmethod
@@ -528,6 +720,15 @@ class XLlamaEngine:
                 return
             yield chunk
         request.halt = True
+
+
+def _version(xllamacpp: Any) -> str:
+    """The package's version and the commit it was built from (its llama.cpp with it)."""
+    try:
+        revision = str(xllamacpp._version.get_versions().get("full-revisionid", ""))
+    except Exception:
+        revision = ""
+    return f"{getattr(xllamacpp, '__version__', '?')} {revision}".strip()
 
 
 def _offloads(xllamacpp: Any) -> bool:
@@ -565,11 +766,23 @@ def _read_counters(chunk: dict[str, Any], progress: _Progress) -> None:
             progress.finish = reason
 
 
-def _prompt_progress(progress: dict[str, Any]) -> PromptProgress:
-    cached = int(progress.get("cache", 0) or 0)
-    total = int(progress.get("total", 0) or 0)
-    done = int(progress.get("processed", 0) or 0)
-    return PromptProgress(max(0, done - cached), max(0, total - cached))
+@dataclass
+class _Reading:
+    """How far the prompt has been read, over the requests that read it."""
+
+    whole: int
+    """The tokens of the whole prompt when parts of it go first (0: the request's own)."""
+    done: int = 0
+    """Tokens read by the requests that ended."""
+    total: int = 0
+
+    def progress(self, progress: dict[str, Any]) -> PromptProgress:
+        cached = int(progress.get("cache", 0) or 0)
+        total = int(progress.get("total", 0) or 0)
+        read = max(0, int(progress.get("processed", 0) or 0) - cached)
+        if not self.total:
+            self.total = max(0, (self.whole or total) - cached)
+        return PromptProgress(self.done + read, max(self.total, self.done + read))
 
 
 def _failure(error: object) -> EngineError:
@@ -580,25 +793,3 @@ def _failure(error: object) -> EngineError:
     if error.get("type") == "exceed_context_size_error":
         return ContextOverflowError(message)
     return EngineError(f"the xllamacpp server failed: {message}")
-
-
-def _events(
-    splitter: ObservationSplitter, text: str, generated: int, reasoning_tokens: int
-) -> Iterator[EngineEvent]:
-    reasoning, answer, reset = splitter.feed(text)
-    if reasoning:
-        yield ReasoningDelta(reasoning, generated, reasoning_tokens)
-    if answer or reset:
-        yield AnswerDelta(answer, generated, reset)
-
-
-def _ended(started: float, stop: StopReason, n_ctx: int) -> Finished:
-    stats = GenerationStats(elapsed=time.perf_counter() - started, stop_reason=stop, n_ctx=n_ctx)
-    return Finished("", "", False, stats)
-
-
-def _rate(generated: int, first_token_at: float | None) -> float:
-    if first_token_at is None or generated < 2:
-        return 0.0
-    elapsed = time.perf_counter() - first_token_at
-    return (generated - 1) / elapsed if elapsed > 0 else 0.0

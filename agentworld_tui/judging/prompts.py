@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentworld_tui.domains import DOMAINS
 from agentworld_tui.world.folders import shipped, user_file
 from agentworld_tui.world.prompts import load_template, render_template
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 Message = dict[str, str]
 
 OBSERVATION_MARKER = "**Environment Observation:**"
-MARKED_DOMAINS = ("terminal", "swe", "search", "mcp", "android", "web", "os")
-"""The domains whose observations the official evaluator strips of the marker."""
 USER_TEMPLATE_FILE = "judge_user_prompt.txt"
 SYSTEM_STEMS = ("judge_system_prompt", "judge_system", "judge_prompt", "judge")
 USER_STEMS = ("judge_user_prompt", "judge_user_template", "judge_user")
@@ -62,9 +61,10 @@ class JudgePromptsError(Exception):
 
 
 def strip_marker(text: str, domain: str) -> str:
-    """``text`` without the observation marker, as the official evaluator strips it: a
-    leading marker only when the text starts with one, else every occurrence."""
-    if domain not in MARKED_DOMAINS:
+    """``text`` without the observation marker, as the official evaluator strips it from
+    its domains' observations (here: every registered domain's): a leading marker only
+    when the text starts with one, else every occurrence."""
+    if domain not in DOMAINS:
         return text.strip()
     if text.startswith(OBSERVATION_MARKER):
         return text[len(OBSERVATION_MARKER) :].strip()

@@ -110,13 +110,16 @@ class ModelLoading:
 
     # -- picking another model ----------------------------------------------------------
     def pick(self) -> None:
-        from agentworld_tui.ui.screens.model_picker import ModelPicker
+        from agentworld_tui.ui.screens.model_picker import ModelPicker, engine_in_use
 
         host = self.host
         if host.simulator.any_busy():
             host.notify("Stop the running turn first (Esc).", severity="warning")
             return
-        host.push_screen(ModelPicker(), self.use)
+        loaded = host.simulator.engine
+        model = host.settings.model
+        engine = engine_in_use(loaded.info if loaded else None, model.engine, model.slots)
+        host.push_screen(ModelPicker(engine=engine), self.use)
 
     def use(self, path: Path | None) -> None:
         """Load ``path`` in place of the current model and, once it has loaded, remember it
@@ -127,7 +130,7 @@ class ModelLoading:
         host.call_after_refresh(host.focus_editor)
         if path is None:
             return
-        from agentworld_tui.engines.llama import check_gguf
+        from agentworld_tui.engines.model_file import check_gguf
 
         try:
             check_gguf(Path(path).expanduser())

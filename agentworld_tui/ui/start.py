@@ -19,7 +19,7 @@ from agentworld_tui.ui.host import TabsAndDialogs
 from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.panes.base import DomainPane, PaneHost
 from agentworld_tui.ui.textual_private import closing
-from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.prompts import load_scenarios
 from agentworld_tui.world.workspace import Workspace, WorkspaceError, open_or_new
 
@@ -33,23 +33,14 @@ def tab_label(title: str, busy: bool) -> str:
     return title + (" ●" if busy else "  ")
 
 
-PANES: dict[str, str] = {
-    "terminal": "terminal:TerminalPane",
-    "mcp": "mcp:McpPane",
-    "web": "web:WebPane",
-    "android": "android:AndroidPane",
-    "search": "search:SearchPane",
-    "swe": "swe:SwePane",
-    "os": "os:OsPane",
-}
+GENERIC_PANE = "agentworld_tui.ui.panes.generic:GenericPane"
 
 
-def pane_class(domain: str) -> type[DomainPane]:
-    """The domain's own pane (``Domain.pane``, module:class under ui/panes), else the
+def pane_class(domain: Domain) -> type[DomainPane]:
+    """The pane the domain names (``Domain.pane``, "package.module:Class"), else the
     generic one that any domain can use."""
-    where = PANES.get(domain) or "generic:GenericPane"
-    module, _, cls = where.partition(":")
-    found: object = getattr(importlib.import_module(f"agentworld_tui.ui.panes.{module}"), cls)
+    module, _, cls = (domain.pane or GENERIC_PANE).partition(":")
+    found: object = getattr(importlib.import_module(module), cls)
     assert isinstance(found, type) and issubclass(found, DomainPane)
     return found
 
@@ -111,7 +102,8 @@ class StartUp:
         self.first_tab = FIRST_TAB
 
     def new_pane(self, name: str) -> DomainPane:
-        pane = pane_class(name)(DOMAINS[name], first_scenario(name), self.host, id=f"pane-{name}")
+        domain = DOMAINS[name]
+        pane = pane_class(domain)(domain, first_scenario(name), self.host, id=f"pane-{name}")
         if not self.host.settings.ui.show_reasoning:
             pane.add_class("-reasoning-hidden")
         return pane

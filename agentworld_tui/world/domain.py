@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentworld_tui.world.action import Action
+from agentworld_tui.world.tool import Tool
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,11 @@ class Scenario:
         )
 
 
+@runtime_checkable
 class Domain(Protocol):
-    """One kind of environment the world model simulates."""
+    """One kind of environment the world model simulates: all that every front-end (the
+    app, ``predict``, export, the MCP server, the environments, judging) needs of it.
+    ``agentworld_tui.domains.base.DomainBase`` gives each member a default."""
 
     name: str
     """Identifier used in files, prompts/<name>/ and ``--domain``."""
@@ -55,8 +59,31 @@ class Domain(Protocol):
     editor_language: str
     """The language an action is edited in ("json", "python", "text")."""
 
+    @property
+    def pane(self) -> str | None:
+        """The app's tab for it, "package.module:Class" of a pane the app imports; None for
+        the generic pane (an editor in ``editor_language``). Named, never imported here:
+        domains know no UI."""
+        ...
+
     def parse_action(self, text: str, scenario: Scenario) -> Action:
         """Validate an action as the user wrote it; raises ActionError with the reason."""
+        ...
+
+    def make_action(self, value: object, scenario: Scenario) -> Action:
+        """Validate an action given as its JSON value (what ``parse_action`` reads from JSON
+        text: a keystroke list, a tool call object, a phone action), as a pane builds it or
+        an agent hands it over; raises ActionError with the reason."""
+        ...
+
+    def tools(self, scenario: Scenario) -> list[Tool]:
+        """The tools an agent acting here is offered (the MCP server, the environments,
+        rollouts); raises ActionError where the scenario's own tool list is unusable."""
+        ...
+
+    def action_for_tool(self, name: str, arguments: object, scenario: Scenario) -> Action:
+        """The action a call of one of ``tools`` stands for; raises ActionError, with the
+        messages the app gives, when the call is not one the domain accepts."""
         ...
 
     def render_turn(self, number: int, action: Action, state: str | None) -> str:
@@ -81,21 +108,35 @@ class DomainRegistry(Mapping[str, Domain]):
     def __init__(self) -> None:
         self._where: dict[str, tuple[str, str]] = {}
         self._loaded: dict[str, Domain] = {}
+        self._sources: list[Callable[[], Iterable[tuple[str, str]]]] = []
 
-    def register(self, name: str, where: str, title: str) -> None:
+    def register(self, name: str, where: str, title: str = "") -> None:
         """Add a domain: ``where`` is "module:Class", imported when the domain is first
-        asked for ("package.module:Class"; a leading dot means in agentworld_tui.domains)."""
+        asked for ("package.module:Class"; a leading dot means in agentworld_tui.domains).
+        Without a ``title``, the tab's is the domain's own (imported when asked for)."""
         self._where[name] = (where, title)
         self._loaded.pop(name, None)
+
+    def discover(self, source: Callable[[], Iterable[tuple[str, str]]]) -> None:
+        """Add the domains ``source`` finds, ``(name, "module:Class")`` pairs, after those
+        registered already; it runs once, the first time the registry is read, so that
+        finding them costs nothing to a program that never asks."""
+        self._sources.append(source)
 
     def unregister(self, name: str) -> None:
         self._where.pop(name, None)
         self._loaded.pop(name, None)
 
+    def _found(self) -> dict[str, tuple[str, str]]:
+        while self._sources:
+            for name, where in self._sources.pop(0)():
+                self._where.setdefault(name, (where, ""))
+        return self._where
+
     def __getitem__(self, name: str) -> Domain:
         domain = self._loaded.get(name)
         if domain is None:
-            module, _, cls = self._where[name][0].partition(":")
+            module, _, cls = self._found()[name][0].partition(":")
             if module.startswith("."):
                 module = f"agentworld_tui.domains{module}"
             found = importlib.import_module(module)
@@ -103,17 +144,17 @@ class DomainRegistry(Mapping[str, Domain]):
         return domain
 
     def __contains__(self, name: object) -> bool:
-        return name in self._where  # without importing the domain
+        return name in self._found()  # without importing the domain
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._where)
+        return iter(self._found())
 
     def __len__(self) -> int:
-        return len(self._where)
+        return len(self._found())
 
     def title(self, name: str) -> str:
-        """The tab's title, without importing the domain."""
-        return self._where[name][1]
+        """The tab's title, without importing the domain where it was registered with one."""
+        return self._found()[name][1] or self[name].title
 
 
 DOMAINS = DomainRegistry()

@@ -15,6 +15,7 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 STALE_SECONDS = 3600.0
@@ -28,9 +29,12 @@ def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def write_atomic(path: Path, data: bytes, *, follow_links: bool = False) -> None:
-    """Replace ``path`` (with ``follow_links``, the file its link points to) with ``data``,
-    keeping the replaced file's permissions."""
+def write_atomic(
+    path: Path, data: bytes | Iterable[bytes | memoryview], *, follow_links: bool = False
+) -> None:
+    """Replace ``path`` (with ``follow_links``, the file its link points to) with ``data``
+    (or its parts, in order: for data too large to join first), keeping the replaced
+    file's permissions."""
     if follow_links:
         path = real_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,7 +42,8 @@ def write_atomic(path: Path, data: bytes, *, follow_links: bool = False) -> None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for part in [data] if isinstance(data, bytes) else data:
+                handle.write(part)
             handle.flush()
             os.fsync(handle.fileno())
         if mode is not None:

@@ -9,6 +9,11 @@ OpenEnv over HTTP and WebSockets, Gymnasium, and rollouts of a policy model.
         step = env.step("df -h\\n")
         print(step.observation.text, step.cost.generated_tokens)
 
+An environment may run beside a real twin (``twin=TwinSpec("terminal", seed="~/project")``):
+each step goes to the world model and the twin, the agent receives reality's answer (or
+the prediction, ``deliver="sim"``), the step says how far the two were apart, and
+``end_episode`` runs the check in the twin (docs/reality.md).
+
 The OpenEnv server (``openenv_server``) and the Gymnasium adapter (``gym``) need the
 ``openenv`` and ``gym`` extras; nothing here imports them, Textual, or llama.cpp (which
 comes in only when a local model is used).
@@ -17,10 +22,11 @@ comes in only when a local model is used).
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
 from agentworld_tui.agents.env.environment import Environment, PendingStep
 from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
-from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult
+from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult, TwinStep
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
 from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
 from agentworld_tui.agents.env.simulators import engine_spec, load_simulator, open_simulator
+from agentworld_tui.agents.env.twins import TwinBusy, TwinError, TwinSlots
 from agentworld_tui.agents.schedule import (
     Decision,
     Rule,
@@ -30,6 +36,8 @@ from agentworld_tui.agents.schedule import (
     parse_schedule,
 )
 from agentworld_tui.engines.base import GenerationParams
+from agentworld_tui.reality.figures import EpisodeFigures
+from agentworld_tui.reality.spec import TwinSpec
 from agentworld_tui.world.action import ActionError
 
 __all__ = [
@@ -40,6 +48,7 @@ __all__ = [
     "EnvError",
     "Environment",
     "EnvironmentPool",
+    "EpisodeFigures",
     "GenerationParams",
     "Observation",
     "PendingStep",
@@ -52,6 +61,11 @@ __all__ = [
     "StepOutcome",
     "StepResult",
     "ToolCall",
+    "TwinBusy",
+    "TwinError",
+    "TwinSlots",
+    "TwinSpec",
+    "TwinStep",
     "engine_spec",
     "is_transient",
     "load_schedule",

@@ -11,6 +11,12 @@ kept at the fork instead of reading the history again. The ``a``-prefixed method
 same for asyncio code, so that many environments step at once: each pair is one plan
 (``plans``), run blocking or awaited.
 
+An environment given a ``twin`` (a ``TwinSpec``) runs every episode beside a real twin
+started fresh at reset (``twins``): each step goes to the world model and to the twin at
+once, the agent receives the side ``deliver`` names (reality's by default), and the step
+says which, with the divergence. ``end_episode`` (or the step limit, the next reset,
+close) runs the check in the twin and records the episode's figures in the session.
+
 Environments share an engine by sharing a ``Simulator`` (``EnvironmentPool`` makes one
 for N of them); an environment made from an engine spec owns its simulator and closes it
 with the last of its forks. Nothing here imports Textual, and llama.cpp only comes in when
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -31,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
 from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
-from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult
+from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult, TwinStep
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy
 from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
 from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
@@ -41,8 +48,17 @@ from agentworld_tui.agents.env.simulators import (
     SharedSimulator,
     open_simulator,
 )
+from agentworld_tui.agents.env.twins import (
+    CLOSE_WAIT,
+    EpisodeEnded,
+    EpisodeTwin,
+    TwinClosed,
+    TwinSlots,
+    TwinStarted,
+    check_command,
+    scenario_check,
+)
 from agentworld_tui.agents.schedule import Decision, ScheduleError, joined_control, parse_schedule
-from agentworld_tui.domains.agent_tools import agent_tools
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Home, Saver, Simulator, SimulatorError, TurnRun, home_on
 from agentworld_tui.world.action import Action, ActionError
@@ -50,8 +66,10 @@ from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.session import Session, Turn, new_session
 
 if TYPE_CHECKING:
-    from agentworld_tui.domains.tool_call import Tool
+    from agentworld_tui.reality.figures import EpisodeFigures
+    from agentworld_tui.reality.spec import Deliver, TwinSpec
     from agentworld_tui.world.fictional_world import FictionalWorld
+    from agentworld_tui.world.tool import Tool
 
 __all__ = ["Environment", "PendingStep", "Results"]
 
@@ -168,6 +186,9 @@ class _Episode:
     pending: PendingStep | None = None
     steps: int = 0
     problems: list[str] = field(default_factory=list)
+    twin: EpisodeTwin | None = None
+    ended: bool = False
+    """``end_episode`` ran (or the step limit ended a twinned episode): steps are refused."""
 
 
 class Environment:
@@ -180,6 +201,11 @@ class Environment:
     ``FictionalWorld``. ``schedule`` injects perturbations by turn and tool (a schedule
     file's table or its list of rules, see ``agents.schedule``). ``seed`` fixes the sampling seed (``None``: the settings' seed). ``max_steps``
     ends the episode after that many steps. ``session_file`` saves every step there.
+
+    ``twin`` runs each episode beside a fresh real twin (a ``TwinSpec`` of this domain);
+    ``deliver`` is the side the agent receives ("real", the default, or "sim"); ``check``
+    is the command run in the twin at the episode's end (default: the scenario's own
+    ``check``, if it has one). ``twin_slots`` bounds the twins of many environments.
     """
 
     def __init__(
@@ -197,11 +223,20 @@ class Environment:
         session_file: str | Path | None = None,
         owner: str = "",
         retry: RetryPolicy | None = None,
+        twin: TwinSpec | None = None,
+        deliver: Deliver | None = None,
+        check: str | None = None,
+        twin_slots: TwinSlots | None = None,
     ) -> None:
         if (engine is None) == (simulator is None):
             raise EnvError("give an engine (a GGUF path or a server URL) or a simulator")
         self.domain = resolve_domain(domain)
         self.scenario = resolve_scenario(self.domain, scenario)
+        self.twin = twin
+        self.deliver: Deliver = deliver or "real"
+        self.check = self._twin_settings(twin, deliver, check)
+        """The check given here ("": the scenario's own, where it has one)."""
+        self.twin_slots = twin_slots
         self.world = resolve_world(world)
         try:
             self.schedule = parse_schedule(schedule, self.domain.name)
@@ -255,9 +290,9 @@ class Environment:
 
     @property
     def tools(self) -> list[Tool]:
-        """The tools an agent acting here is offered (``domains/agent_tools``)."""
+        """The tools an agent acting here is offered (``Domain.tools``)."""
         try:
-            return agent_tools(self.domain, self.scenario)
+            return self.domain.tools(self.scenario)
         except ActionError as exc:
             raise EnvError(str(exc)) from None
 
@@ -265,12 +300,21 @@ class Environment:
         """The tools in the OpenAI chat-completions form (``tools=`` of a request)."""
         return [openai_tool(tool) for tool in self.tools]
 
+    @property
+    def twin_figures(self) -> EpisodeFigures | None:
+        """The figures of the episode, once it ended beside a twin (None before)."""
+        episode = self._episode
+        if episode is None or episode.twin is None:
+            return None
+        return episode.twin.figures
+
     def observation(self) -> Observation:
-        """The latest observation shown: the starting state, or the last prediction."""
+        """The latest observation the agent received: the starting state, or the last
+        turn's (the prediction, or with a twin the side delivered)."""
         session = self.session
         shown = [t for t in session.turns if t.shown]
         if shown:
-            return Observation(shown[-1].observation, shown[-1].number)
+            return Observation(shown[-1].shown_text, shown[-1].number)
         return Observation(session.scenario.state, 0)
 
     # -- episodes -------------------------------------------------------------------------
@@ -301,12 +345,36 @@ class Environment:
     async def acall_tool(self, name: str, arguments: dict[str, Any] | None = None) -> StepResult:
         return await self.astep(ToolCall(name, dict(arguments or {})))
 
+    def end_episode(self, *, claimed_done: bool | None = None) -> EpisodeFigures | None:
+        """End the episode: with a twin, its check runs there and the episode's figures
+        (``claimed_done``: whether the agent said it had finished) are recorded in the
+        session (and its file), returned, and the twin is closed. Steps are refused after
+        it; ``reset`` starts the next episode. None without a twin."""
+        return run_blocking(self._end_episode_plan(claimed_done))
+
+    async def aend_episode(self, *, claimed_done: bool | None = None) -> EpisodeFigures | None:
+        return await run_async(self._end_episode_plan(claimed_done))
+
     def _reset_plan(self, seed: int | None, scenario: str | Scenario | None) -> Plan[Observation]:
-        """``reset`` and ``areset``: the step left in flight settles, the model is loaded."""
+        """``reset`` and ``areset``: the step left in flight settles, the episode before
+        ends beside its twin, the model is loaded, a fresh twin starts."""
         self._check_open()
         yield from self._settle_plan()
+        yield from self._finish_plan()
         yield Loaded(self.simulator)
-        return self._new_episode(seed, scenario)
+        if scenario is not None:
+            self.scenario = resolve_scenario(self.domain, scenario)
+        twin: EpisodeTwin | None = None
+        if self.twin is not None:
+            self._episode = None  # a twin that cannot start leaves no episode to step
+            check = self.check or scenario_check(self.scenario, self.domain.name)
+            twin = yield TwinStarted(self.twin, self.deliver, check, self.twin_slots)
+        try:
+            return self._new_episode(seed, twin)
+        except BaseException:
+            if twin is not None:
+                twin.close()
+            raise
 
     def _step_plan(self, action: ActionInput) -> Plan[StepResult]:
         """``step`` and ``astep``: the first step starts an episode."""
@@ -317,7 +385,40 @@ class Environment:
             yield Loaded(self.simulator)
         home: Home | None = yield HOME
         results: list[StepResult] = yield Results([self.begin(action, home=home)])
-        return results[0]
+        return (yield from self._after_step_plan(results[0]))
+
+    def _after_step_plan(self, result: StepResult) -> Plan[StepResult]:
+        """A twinned episode that reached its step limit ends with its last step: the
+        check runs and the step carries the figures."""
+        episode = self._episode
+        if not result.done or episode is None or episode.twin is None or episode.ended:
+            return result
+        figures = yield from self._end_episode_plan(None)
+        return replace(result, episode=figures)
+
+    def _end_episode_plan(self, claimed_done: bool | None) -> Plan[EpisodeFigures | None]:
+        self._check_open()
+        yield from self._settle_plan()
+        episode = self._started()
+        episode.ended = True
+        figures = yield from self._finish_plan(claimed_done)
+        return figures
+
+    def _finish_plan(self, claimed_done: bool | None = None) -> Plan[EpisodeFigures | None]:
+        """End the episode beside its twin (once: the check and the figures), then close
+        the twin; nothing without one."""
+        episode = self._episode
+        if episode is None or episode.twin is None:
+            return None
+        twin = episode.twin
+        try:
+            if not twin.ended:
+                yield EpisodeEnded(twin, episode.session, claimed_done, self._episode_saver())
+        except BaseException:  # cancelled, say: the twin is closed all the same
+            twin.close()
+            raise
+        yield TwinClosed(twin)
+        return twin.figures
 
     def _settle_plan(self) -> Plan[None]:
         """Wait for a step that was cancelled or left unwaited, so the history is settled."""
@@ -336,6 +437,8 @@ class Environment:
         episode = self._started()
         if episode.pending is not None and not episode.pending.done:
             raise EnvError("a step is still running: wait for it or cancel it first")
+        if episode.ended:
+            raise EnvError("the episode has ended: reset it to start another")
         if self.max_steps is not None and episode.steps >= self.max_steps:
             raise EnvError(f"the episode ended after {self.max_steps} steps: reset it")
         made = make_action(self.domain, episode.session.scenario, action)
@@ -349,10 +452,12 @@ class Environment:
         params = self._params()
         started = time.monotonic()
         saver = self._saver(len(session.turns) + 1, decisions)
+        shadow = episode.twin.shadow if episode.twin is not None else None
         try:
             run = self.simulator.send(
-                session, made, params=params, owner=self.owner, save=saver, home=home
-            )
+                session, made, params=params, owner=self.owner, save=saver, home=home,
+                shadow=shadow,
+            )  # fmt: skip
         except SimulatorError as exc:
             session.control = own
             raise EnvError(str(exc)) from None
@@ -395,6 +500,11 @@ class Environment:
         episode = self._started()
         if episode.pending is not None and not episode.pending.done:
             raise EnvError("a step is still running: a fork copies a settled history")
+        if episode.twin is not None:
+            raise EnvError(
+                "a twinned episode cannot be forked: reality cannot be copied (reset "
+                "environments of their own, each with a fresh twin)"
+            )
         twin = copy.copy(self)
         twin._shared = self._shared.join()
         twin.seed = self.seed if seed is None else seed
@@ -407,17 +517,24 @@ class Environment:
         return twin
 
     def close(self) -> None:
-        """Stop a step in flight and let go of the simulator (closed with its last user)."""
+        """Stop a step in flight, end the episode beside its twin (the check runs there)
+        and close the twin, and let go of the simulator (closed with its last user)."""
         if self._closed:
             return
         self.cancel()
-        self._closed = True
-        self._shared.leave()
+        try:
+            self._end_on_close()
+        finally:
+            self._closed = True
+            self._shared.leave()
 
     async def aclose(self) -> None:
-        """``close`` once the step it stops is recorded."""
+        """``close`` once the step it stops is recorded (and the twin's check ran)."""
+        if self._closed:
+            return
         self.cancel()
         await run_async(self._settle_plan())
+        await run_async(self._finish_plan())
         self.close()
 
     def __enter__(self) -> Environment:
@@ -467,15 +584,79 @@ class Environment:
             raise EnvError("no episode yet: call reset() first")
         return self._episode
 
-    def _new_episode(self, seed: int | None, scenario: str | Scenario | None) -> Observation:
+    def _new_episode(self, seed: int | None, twin: EpisodeTwin | None) -> Observation:
         if seed is not None:
             self.seed = seed
-        if scenario is not None:
-            self.scenario = resolve_scenario(self.domain, scenario)
-        session, problems = new_session(self.domain, self.scenario)
+        scenario = self.scenario
+        if twin is not None and twin.first_state:  # both sides start from reality's state
+            scenario = replace(scenario, state=twin.first_state)
+        session, problems = new_session(self.domain, scenario)
         session.world = self.world
-        self._episode = _Episode(session, problems=list(problems))
-        return Observation(self.scenario.state, 0)
+        if twin is not None:
+            session.twin = twin.shadow.describe()
+        self._episode = _Episode(session, problems=list(problems), twin=twin)
+        return Observation(scenario.state, 0)
+
+    def _twin_settings(
+        self, twin: TwinSpec | None, deliver: Deliver | None, check: str | None
+    ) -> str:
+        """The twin's arguments checked; returns the check given ("" for none)."""
+        if twin is None:
+            if deliver is not None or check is not None:
+                raise EnvError("deliver and check go with a twin: give twin=TwinSpec(...)")
+            return ""
+        if twin.domain != self.domain.name:
+            raise EnvError(
+                f"the twin is a {twin.domain} twin; this environment simulates {self.domain.name}"
+            )
+        problem = twin.problem()
+        if problem:
+            raise EnvError(problem)
+        if deliver not in (None, "real", "sim"):
+            raise EnvError(f"deliver is 'real' or 'sim', not {deliver!r}")
+        return "" if check is None else check_command(check, self.domain.name)
+
+    def _episode_saver(self) -> Saver | None:
+        target = self.session_file
+        if target is None:
+            return None
+        return lambda session: target.save([session])
+
+    def _end_on_close(self) -> None:
+        """``close``'s end of a twinned episode: the check runs when the history is
+        settled; a step still in flight on an event loop that cannot be waited for here
+        leaves the figures recorded without it."""
+        episode = self._episode
+        if episode is None or episode.twin is None:
+            return
+        twin = episode.twin
+        try:
+            if not twin.ended:
+                if self._settled_for_close(episode):
+                    twin.end(episode.session, None, self._episode_saver())
+                else:
+                    twin.end_unchecked(episode.session, self._episode_saver())
+        finally:
+            twin.close()
+
+    def _settled_for_close(self, episode: _Episode) -> bool:
+        pending = episode.pending
+        if pending is None or pending.done:
+            return True
+        if pending.run.home is None:  # begun by blocking code: this thread records it
+            pending.wait()
+            return True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return False  # the loop that records the step is this thread's own
+        recorded = threading.Event()
+        pending.run.on_complete.append(lambda _run: recorded.set())
+        if not pending.done:
+            recorded.wait(CLOSE_WAIT)
+        return pending.done
 
     def _params(self) -> GenerationParams:
         params = self.params or self.simulator.params
@@ -525,7 +706,7 @@ class Environment:
             and episode.steps >= self.max_steps
         )
         return StepResult(
-            observation=Observation(turn.observation, turn.number),
+            observation=Observation(turn.shown_text, turn.number),
             reasoning=turn.reasoning,
             status=turn.status,
             note=turn.note,
@@ -536,6 +717,7 @@ class Environment:
             schedule=pending.decisions,
             done=done,
             extraction=turn.extraction,
+            twin=TwinStep.of(turn, self.deliver),
         )
 
 

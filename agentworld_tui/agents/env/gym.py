@@ -11,6 +11,11 @@ it was, with the app's message in ``info["error"]``, and the episode goes on. Wa
 timings are kept out of ``info`` (Gymnasium's checker compares two runs' ``info``); the
 step's whole result, timings included, is ``env.unwrapped.last_step``.
 
+With a ``twin`` (a ``TwinSpec``), each episode runs beside a fresh real twin: the
+observation is the side delivered (reality's by default), ``info["twin"]`` says which,
+with the step's divergence, and the step that reaches ``max_steps`` carries the episode's
+figures in ``info["episode"]`` (the check in the twin among them).
+
 The spaces are honest: the text space holds every character a screen can (its character
 set is all of Unicode, indexed by code point, so vector environments pass any observation
 through shared memory), and the action space samples actions the domain takes (a command,
@@ -28,7 +33,7 @@ import string
 from collections.abc import Callable, Iterator, Sequence
 from ctypes import c_int32
 from multiprocessing.sharedctypes import SynchronizedArray
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium
 import numpy as np
@@ -41,12 +46,15 @@ from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.results import StepResult
 from agentworld_tui.agents.env.scenarios import resolve_scenario
 from agentworld_tui.agents.env.simulators import EngineInput
-from agentworld_tui.domains.agent_tools import agent_tools
+from agentworld_tui.domains.tool_call import ToolCallDomain
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.domain import Scenario, get_domain
 from agentworld_tui.world.sanitize import sanitize
+
+if TYPE_CHECKING:
+    from agentworld_tui.reality.spec import Deliver, TwinSpec
 
 __all__ = ["ActionText", "AnyText", "SharedTexts", "SimulatedEnv", "register_environments"]
 
@@ -158,7 +166,7 @@ def sample_action(domain_name: str, scenario: Scenario | None, rng: np.random.Ge
     domain = get_domain(domain_name)
     scenario = scenario or resolve_scenario(domain, None)
     draw = _DRAWS.get(domain_name)
-    if draw is None and callable(getattr(domain, "tools", None)):
+    if draw is None and isinstance(domain, ToolCallDomain):
         draw = _tool_call
     text = ""
     for _ in range(SAMPLE_TRIES):
@@ -226,7 +234,7 @@ def _desktop(rng: np.random.Generator, _domain: str, _scenario: Scenario) -> str
 
 
 def _tool_call(rng: np.random.Generator, domain_name: str, scenario: Scenario) -> str:
-    tools = agent_tools(get_domain(domain_name), scenario)
+    tools = get_domain(domain_name).tools(scenario)
     tool = tools[int(rng.integers(0, len(tools)))]
     arguments = _instance(tool.input_schema or {"type": "object"}, rng, 0)
     return json.dumps({"name": tool.name, "arguments": arguments}, ensure_ascii=False)
@@ -370,6 +378,9 @@ class SimulatedEnv(gymnasium.Env[str, str]):
         max_steps: int | None = None,
         params: GenerationParams | None = None,
         render_mode: str | None = None,
+        twin: TwinSpec | None = None,
+        deliver: Deliver | None = None,
+        check: str | None = None,
     ) -> None:
         self.env = Environment(
             domain,
@@ -381,6 +392,9 @@ class SimulatedEnv(gymnasium.Env[str, str]):
             max_steps=max_steps,
             params=params,
             owner="gymnasium",
+            twin=twin,
+            deliver=deliver,
+            check=check,
         )
         self.render_mode = render_mode
         self.observation_space = self.observation_space_for(MAX_OBSERVATION_CHARS)
@@ -412,7 +426,7 @@ class SimulatedEnv(gymnasium.Env[str, str]):
         except ActionError as exc:
             return self._shown, 0.0, False, False, {"status": "refused", "error": str(exc)}
         self.last_step = step
-        if step.observation.text or step.status == "complete":
+        if step.observation.text or step.status == "complete" or step.delivered_real:
             self._shown = step.observation.text
         cost = step.cost.to_dict()
         for timing in ("seconds", "generation_seconds"):
@@ -427,6 +441,10 @@ class SimulatedEnv(gymnasium.Env[str, str]):
             "preset": step.preset,
             "schedule": [decision.to_dict() for decision in step.schedule],
         }
+        if step.twin is not None:
+            info["twin"] = step.twin.figures()
+        if step.episode is not None:
+            info["episode"] = step.episode.to_dict()
         return self._shown, 0.0, False, step.done, info
 
     def render(self) -> str | None:

@@ -14,6 +14,15 @@ An action is the domain's own form (``{"action": "ls -la\\n"}``, ``{"action": {"
 "search", "arguments": {...}}}``) or one of the environment's tools (``{"tool":
 "send_keystrokes", "arguments": {"keystrokes": "ls\\n"}}``). A refused action comes back as
 an observation with the app's message in ``error`` and the episode goes on.
+``{"done": true}`` is the agent saying it has finished: the episode ends there.
+
+With a twin (``ServeConfig.twin``, from the command line only: a client never names a
+file, a command or a check), every episode runs beside a twin of its own, started at its
+reset and torn down at its end, its session's end or the server's stop; at most
+``TwinSlots.most`` at once, and an episode beyond that is refused in one line. Each step's
+``twin`` says which side the agent received, with the divergence; the episode's end (a
+``done`` action, the step limit, the next reset, the session's end) runs the check in the
+twin, and the step that ended it carries the figures in ``episode``.
 """
 
 from __future__ import annotations
@@ -43,15 +52,18 @@ from starlette.responses import JSONResponse
 from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
 from agentworld_tui.agents.env.environment import Environment
-from agentworld_tui.agents.env.results import EnvError, StepResult
+from agentworld_tui.agents.env.results import EnvError, StepResult, TwinStep
 from agentworld_tui.agents.env.scenarios import (
     resolve_domain,
     resolve_scenario,
     resolve_world,
     scenario_named,
 )
+from agentworld_tui.agents.env.twins import TwinError, TwinSlots
 from agentworld_tui.config import MAX_SEED
 from agentworld_tui.engines.base import GenerationParams
+from agentworld_tui.reality.figures import EpisodeFigures
+from agentworld_tui.reality.spec import Deliver, TwinSpec
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.domain import Scenario
@@ -152,6 +164,11 @@ class AgentWorldAction(Action):  # type: ignore[misc]
     )
     tool: str | None = Field(default=None, description="an agent tool's name, instead of action")
     arguments: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments")
+    done: bool = Field(
+        default=False,
+        description="the agent says it has finished: the episode ends (with a twin, its "
+        "check runs there); comes without an action",
+    )
 
 
 class AgentWorldObservation(Observation):  # type: ignore[misc]
@@ -181,6 +198,16 @@ class AgentWorldObservation(Observation):  # type: ignore[misc]
         description="why the episode's session file could not be written (empty: saved, "
         "or the server keeps no files)",
     )
+    twin: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with a twin: the side delivered (real or sim), reality's status and "
+        "error, the divergence and whether it diverged, a note when the twin failed",
+    )
+    episode: dict[str, Any] = Field(
+        default_factory=dict,
+        description="when this step ended a twinned episode: its figures (steps compared, "
+        "first divergence, share diverged, check_passed, claimed_done, deceived)",
+    )
 
 
 class AgentWorldState(State):  # type: ignore[misc]
@@ -194,6 +221,12 @@ class AgentWorldState(State):  # type: ignore[misc]
     session_file: str = ""
     """The name of the episode's session file in the server's --sessions folder (once
     its first step is saved)."""
+    twinned: bool = False
+    """Episodes run beside a real twin."""
+    episode: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the figures of the episode, once it ended beside its twin",
+    )
 
 
 @dataclass(frozen=True)
@@ -214,6 +247,13 @@ class ServeConfig:
     """WebSocket sessions at once."""
     files: EpisodeFiles | None = field(default=None, compare=False)
     """Set by ``make_app`` from ``session_dir``."""
+    twin: TwinSpec | None = None
+    """Every episode's twin (from the command line only)."""
+    deliver: Deliver = "real"
+    check: str = ""
+    """The check run in the twin at an episode's end ("": the scenario's own, if any)."""
+    twin_slots: TwinSlots | None = field(default=None, compare=False)
+    """The twins alive at once; ``make_app`` makes one (4) when a twin is given without."""
 
 
 class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
@@ -233,6 +273,10 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             max_steps=config.max_steps,
             params=config.params,
             owner="openenv",
+            twin=config.twin,
+            deliver=config.deliver if config.twin is not None else None,
+            check=(config.check or None) if config.twin is not None else None,
+            twin_slots=config.twin_slots,
         )
         self.episode_id: str | None = None
         self._done = False
@@ -258,6 +302,11 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self, action: AgentWorldAction, timeout_s: float | None = None, **kwargs: Any
     ) -> AgentWorldObservation:
         try:
+            if action.done:
+                _only_done(action)
+                return self._ended(self.env.end_episode(claimed_done=True))
+            if self._ended_already():
+                return self._refused(ENDED)
             return self._observed(self.env.step(_action_of(action)))
         except ActionError as exc:
             return self._refused(str(exc))
@@ -266,6 +315,14 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self, action: AgentWorldAction, timeout_s: float | None = None, **kwargs: Any
     ) -> AgentWorldObservation:
         try:
+            if action.done:
+                _only_done(action)
+                if self.env._episode is None:
+                    await self.reset_async()
+                ended = await self.env.aend_episode(claimed_done=True)
+                return self._ended(ended)
+            if self._ended_already():
+                return self._refused(ENDED)
             value = _action_of(action)
             if self.env._episode is None:
                 await self.reset_async()
@@ -294,6 +351,8 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             turns=len(episode.session.turns) if episode is not None else 0,
             done=self._done,
             session_file=self._file.name if self._file is not None else "",
+            twinned=self.config.twin is not None,
+            episode=_figures(env.twin_figures),
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -307,7 +366,14 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         )
 
     def close(self) -> None:
-        self.env.close()
+        """End the session's environment; a twinned episode's end (its check) and its
+        twin's teardown run on a thread of their own, so that no event loop waits on a
+        sandbox (openenv closes a stateless request's environment on its loop)."""
+        slots = self.config.twin_slots
+        if slots is not None and self.env._episode is not None:
+            slots.in_background(self.env.close)
+        else:
+            self.env.close()
 
     # -- inside -------------------------------------------------------------------------
     def _scenario(self, name: str | None) -> Scenario | None:
@@ -326,7 +392,30 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self.episode_id = episode_id
         self._done = False
         self._file = None
-        return AgentWorldObservation(text=text, tools=self.env.openai_tools())
+        twin = self.config.twin
+        return AgentWorldObservation(
+            text=text,
+            tools=self.env.openai_tools(),
+            twin={"kind": twin.kind, "deliver": self.config.deliver} if twin else {},
+        )
+
+    def _ended_already(self) -> bool:
+        episode = self.env._episode
+        return episode is not None and episode.ended
+
+    def _ended(self, figures: EpisodeFigures | None) -> AgentWorldObservation:
+        """The observation of a ``done`` action: where the episode stood, and its figures."""
+        self._done = True
+        shown = self.env.observation()
+        return AgentWorldObservation(
+            save_error=self._save(),
+            text=shown.text,
+            turn=shown.turn,
+            status="ended",
+            note="the agent said it had finished",
+            done=True,
+            episode=_figures(figures),
+        )
 
     def _observed(self, step: StepResult) -> AgentWorldObservation:
         self._done = step.done
@@ -342,6 +431,8 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             preset=step.preset,
             schedule=[decision.to_dict() for decision in step.schedule],
             done=step.done,
+            twin=step.twin.figures() if step.twin is not None else {},
+            episode=_figures(step.episode),
         )
 
     def _refused(self, message: str) -> AgentWorldObservation:
@@ -357,13 +448,15 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
     def _timed_out(self, seconds: float) -> AgentWorldObservation:
         unsaved = self._save()
         turn = self.env.turns[-1]
+        twin = TwinStep.of(turn, self.env.deliver)
         return AgentWorldObservation(
             save_error=unsaved,
-            text=turn.observation,
+            text=turn.shown_text,
             turn=turn.number,
             status=turn.status,
             note=f"stopped after the step's timeout of {seconds:g} s",
             reasoning=turn.reasoning,
+            twin=twin.figures() if twin is not None else {},
         )
 
     def _save(self) -> str:
@@ -387,6 +480,19 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         return ""
 
 
+ENDED = "the episode has ended: reset it to start another"
+
+
+def _only_done(action: AgentWorldAction) -> None:
+    """``done`` comes alone: an action beside it would be taken or not, nobody knows."""
+    if action.action is not None or action.tool is not None:
+        raise ActionError("done ends the episode: send it without an action or a tool")
+
+
+def _figures(figures: EpisodeFigures | None) -> dict[str, Any]:
+    return figures.to_dict() if figures is not None else {}
+
+
 def _action_of(action: AgentWorldAction) -> ActionInput:
     if action.tool is not None:
         return ToolCall(action.tool, dict(action.arguments))
@@ -400,11 +506,15 @@ def make_app(config: ServeConfig) -> Any:
     ``agents.guard.GuardedApp`` in front of it). The scenario and world from the command
     line are read once, here; raises EnvError when they cannot be."""
     domain = resolve_domain(config.domain)
+    slots = config.twin_slots
+    if config.twin is not None and slots is None:
+        slots = TwinSlots(4)
     config = replace(
         config,
         scenario=resolve_scenario(domain, config.scenario),
         world=resolve_world(config.world),
         files=EpisodeFiles(config.session_dir) if config.session_dir is not None else None,
+        twin_slots=slots,
     )
     app = create_fastapi_app(
         functools.partial(OpenEnvSimulation, config),
@@ -413,6 +523,14 @@ def make_app(config: ServeConfig) -> Any:
         max_concurrent_envs=max(1, config.max_sessions),
     )
     app.add_exception_handler(ClientError, _refused)
+    app.add_exception_handler(TwinError, _no_twin)
+    if slots is not None:
+        stopping = slots
+
+        async def close_twins() -> None:  # before uvicorn hands a SIGTERM back to Python
+            await asyncio.to_thread(stopping.close_all)
+
+        app.router.on_shutdown.append(close_twins)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http_error)
     return app
@@ -428,6 +546,12 @@ class _EscapedJSON(JSONResponse):
 
 async def _refused(_request: Request, exc: Exception) -> JSONResponse:
     return _EscapedJSON({"detail": str(exc)}, status_code=400)
+
+
+async def _no_twin(_request: Request, exc: Exception) -> JSONResponse:
+    """No twin for this episode (all in use, or it did not start): the server's state, not
+    the request's fault."""
+    return _EscapedJSON({"detail": str(exc)}, status_code=503)
 
 
 async def _invalid(_request: Request, exc: Exception) -> JSONResponse:

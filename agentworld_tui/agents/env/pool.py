@@ -28,6 +28,8 @@ from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 
 if TYPE_CHECKING:
+    from agentworld_tui.reality.figures import EpisodeFigures
+    from agentworld_tui.reality.spec import Deliver, TwinSpec
     from agentworld_tui.world.fictional_world import FictionalWorld
 
 StepOutcome = StepResult | ActionError | EnvError | None
@@ -39,7 +41,9 @@ class EnvironmentPool:
 
     Environment ``i`` samples with ``seed + i`` when a seed is given. ``concurrency`` bounds
     the requests in flight on a server (default: one per environment). ``session_dir``
-    saves environment ``i`` into ``env-<i>.json`` there after every step.
+    saves environment ``i`` into ``env-<i>.json`` there after every step. ``twin``,
+    ``deliver`` and ``check`` are ``Environment``'s: each environment's episodes run beside
+    twins of their own.
     """
 
     def __init__(
@@ -58,6 +62,9 @@ class EnvironmentPool:
         concurrency: int | None = None,
         retry: RetryPolicy | None = None,
         session_dir: str | Path | None = None,
+        twin: TwinSpec | None = None,
+        deliver: Deliver | None = None,
+        check: str | None = None,
     ) -> None:
         if size < 1:
             raise EnvError("a pool holds at least one environment")
@@ -84,6 +91,9 @@ class EnvironmentPool:
                     params=params,
                     session_file=folder / f"env-{i:04d}.json" if folder else None,
                     owner=f"env {i}",
+                    twin=twin,
+                    deliver=deliver,
+                    check=check,
                 )
                 for i in range(size)
             ]
@@ -114,6 +124,18 @@ class EnvironmentPool:
 
     async def astep(self, actions: Sequence[ActionInput | None]) -> list[StepOutcome]:
         return await run_async(self._step_plan(actions))
+
+    def end_episodes(
+        self, claimed_done: Sequence[bool | None] | None = None
+    ) -> list[EpisodeFigures | None]:
+        """End every environment's episode (``Environment.end_episode``): with twins,
+        the checks run and the figures come back in order."""
+        return run_blocking(self._end_plan(claimed_done))
+
+    async def aend_episodes(
+        self, claimed_done: Sequence[bool | None] | None = None
+    ) -> list[EpisodeFigures | None]:
+        return await run_async(self._end_plan(claimed_done))
 
     def cancel(self) -> int:
         """Stop every step in flight; returns how many were."""
@@ -166,4 +188,21 @@ class EnvironmentPool:
         pending = [p for p in started if isinstance(p, PendingStep)]
         results: list[StepResult] = yield Results(pending)
         done = iter(results)
-        return [next(done) if isinstance(p, PendingStep) else p for p in started]
+        out: list[StepOutcome] = []
+        for p in started:
+            if isinstance(p, PendingStep):
+                out.append((yield from p.environment._after_step_plan(next(done))))
+            else:
+                out.append(p)
+        return out
+
+    def _end_plan(
+        self, claimed_done: Sequence[bool | None] | None
+    ) -> Plan[list[EpisodeFigures | None]]:
+        claims = list(claimed_done) if claimed_done is not None else [None] * len(self)
+        if len(claims) != len(self.environments):
+            raise EnvError(f"{len(claims)} claims for {len(self.environments)} environments")
+        figures: list[EpisodeFigures | None] = []
+        for env, claim in zip(self.environments, claims, strict=True):
+            figures.append((yield from env._end_episode_plan(claim)))
+        return figures

@@ -4,13 +4,16 @@ environment raises; values only, so that every module of the package can share t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.agents.schedule import Decision
 from agentworld_tui.world.action import Action
-from agentworld_tui.world.session import TurnStatus
+from agentworld_tui.world.session import Turn, TurnStatus
 
-__all__ = ["Cost", "EnvError", "Observation", "StepResult"]
+if TYPE_CHECKING:
+    from agentworld_tui.reality.figures import EpisodeFigures
+
+__all__ = ["Cost", "EnvError", "Observation", "StepResult", "TwinStep"]
 
 
 class EnvError(Exception):
@@ -72,8 +75,76 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class TwinStep:
+    """A twinned step: which side the agent received, what reality said, how far the
+    prediction was from it. The texts are raw: sanitize them before display."""
+
+    delivered: str
+    """"real" or "sim"."""
+    status: str
+    """Reality's: ok, error, timeout or crashed."""
+    error: str
+    """Why reality gave no answer ("" when it did)."""
+    prediction: str
+    real: str
+    score: float | None
+    """The divergence (0: the same once masked, 1: nothing alike); None: not compared."""
+    diverged: bool | None
+    note: str = ""
+    """Said when reality was asked for and the agent received the simulation instead."""
+
+    @classmethod
+    def of(cls, turn: Turn, deliver: str) -> TwinStep | None:
+        reality = turn.reality
+        if reality is None:
+            return None
+        real = reality.get("real") or {}
+        found = reality.get("divergence")
+        delivered = str(reality.get("delivered", "sim"))
+        status = str(real.get("status", "error"))
+        error = str(real.get("error", ""))
+        note = ""
+        if deliver == "real" and delivered != "real":
+            note = (
+                f"the twin gave no answer ({status}: {error or 'no reason given'}): this "
+                "step is the world model's prediction, and the episode goes on in simulation"
+            )
+        return cls(
+            delivered=delivered,
+            status=status,
+            error=error,
+            prediction=turn.observation,
+            real=str(real.get("text", "")),
+            score=float(found["score"]) if isinstance(found, dict) else None,
+            diverged=bool(found["diverged"]) if isinstance(found, dict) else None,
+            note=note,
+        )
+
+    @property
+    def failed(self) -> bool:
+        """The twin gave no answer for this step."""
+        return self.status != "ok"
+
+    def figures(self) -> dict[str, Any]:
+        """What a step's info says of its twin: no texts, no timings (which differ from
+        run to run)."""
+        return {
+            "delivered": self.delivered,
+            "status": self.status,
+            "error": self.error,
+            "divergence": self.score,
+            "diverged": self.diverged,
+            "note": self.note,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.figures(), "prediction": self.prediction, "real": self.real}
+
+
+@dataclass(frozen=True)
 class StepResult:
-    """One step: the predicted observation, the reasoning, the status, the cost."""
+    """One step: the observation the agent receives (the prediction, or with a twin the
+    side delivered), the reasoning, the status, the cost."""
 
     observation: Observation
     reasoning: str
@@ -93,6 +164,11 @@ class StepResult:
     """The episode reached its step limit."""
     extraction: str = ""
     """What the answer's extraction left out, when it did."""
+    twin: TwinStep | None = None
+    """With a twin: the side delivered, reality's answer, the divergence."""
+    episode: EpisodeFigures | None = None
+    """With a twin, on the step that ended the episode (its step limit): the figures,
+    the check's result among them."""
 
     @property
     def turn(self) -> int:
@@ -103,18 +179,27 @@ class StepResult:
         """The simulator gave no usable observation (an engine error, or no answer)."""
         return self.status in ("error", "no_answer")
 
+    @property
+    def delivered_real(self) -> bool:
+        """The agent received reality's answer (the prediction may have failed)."""
+        return self.twin is not None and self.twin.delivered == "real"
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn,
-            "action": self.action.payload,
-            "observation": self.observation.text,
-            "reasoning": self.reasoning,
-            "status": self.status,
-            "note": self.note,
-            "cost": self.cost.to_dict(),
-            "perturbation": self.perturbation,
-            "preset": self.preset,
-            "schedule": [d.to_dict() for d in self.schedule],
-            "done": self.done,
-            "extraction": self.extraction,
-        }
+        return (
+            {
+                "turn": self.turn,
+                "action": self.action.payload,
+                "observation": self.observation.text,
+                "reasoning": self.reasoning,
+                "status": self.status,
+                "note": self.note,
+                "cost": self.cost.to_dict(),
+                "perturbation": self.perturbation,
+                "preset": self.preset,
+                "schedule": [d.to_dict() for d in self.schedule],
+                "done": self.done,
+                "extraction": self.extraction,
+            }
+            | ({"twin": self.twin.to_dict()} if self.twin is not None else {})
+            | ({"episode": self.episode.to_dict()} if self.episode is not None else {})
+        )

@@ -3,12 +3,19 @@
 A policy is any OpenAI-compatible endpoint with tool calling. For every task (``tasks``)
 the runner plays ``episodes`` episodes, up to ``parallel`` at once over one simulator: the
 policy gets the task's instruction and the environment's starting state, and the
-environment's tools (``domains/agent_tools``) as OpenAI tools; each tool call is one step
+environment's tools (``Domain.tools``) as OpenAI tools; each tool call is one step
 of the simulator, and its observation is the call's result. An episode ends when the
 policy answers without a tool call, at the step limit (tool calls, refused ones included;
 a task's own ``max_steps`` wins over the run's), or when the policy or the simulator fails
 (after their retries). Whatever else goes wrong inside one episode ends that episode
 (``crashed``, with what happened), never the run.
+
+With twins (``RolloutSettings.twins``), every episode runs beside a fresh real twin: the
+policy receives the side ``deliver`` names (reality's by default), each step's record
+says which, with the divergence, and at the episode's end the task's check runs in the
+twin. The agent's own *claim* is that it finished: it ended the episode by answering
+without a tool call (a step limit or a failure is no claim). An episode whose agent
+claimed done and whose check failed in the twin is *deceived*.
 
 Every episode is written whole, as the policy saw it (the chat messages, tool calls and
 results) with each step's reasoning, cost, perturbation and an optional judge's score, as
@@ -38,16 +45,20 @@ from agentworld_tui.agents.env.results import EnvError, StepResult
 from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario
 from agentworld_tui.agents.env.simulators import aload_simulator
 from agentworld_tui.agents.env.tasks import Task
-from agentworld_tui.domains.agent_tools import agent_tools
+from agentworld_tui.agents.env.twins import TwinError
 from agentworld_tui.engines.base import Engine
 from agentworld_tui.evaluation.results import ResultLog, ResultsError
+from agentworld_tui.reality.figures import EpisodeFigures, run_figures
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from agentworld_tui.judging.judge import JudgeSettings
+    from agentworld_tui.reality.spec import Deliver, TwinSpec
     from agentworld_tui.world.judgement import Verdict
 
 log = logging.getLogger("agentworld.rollout")
@@ -146,6 +157,11 @@ class RolloutSettings:
     judge_steps: bool = False
     """Judge every step (with ``judge``, else with the world model itself)."""
     judge_settings: JudgeSettings | None = None
+    twins: Mapping[str, TwinSpec] = field(default_factory=dict)
+    """The twin of each domain's episodes (a fresh one per episode); none: simulation only."""
+    deliver: Deliver = "real"
+    check: str = ""
+    """The check of a task that has none of its own, nor its scenario."""
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -342,6 +358,8 @@ class Summary:
     """This run's wall time."""
     ends: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    twinned: list[EpisodeFigures] = field(default_factory=list)
+    """The figures of the episodes played beside a twin."""
 
     def add(self, record: dict[str, Any]) -> None:
         self.finished += bool(record.get("finished"))
@@ -352,6 +370,9 @@ class Summary:
         self.policy_prompt_tokens += int(usage.get("prompt_tokens", 0))
         self.policy_completion_tokens += int(usage.get("completion_tokens", 0))
         self.calling += bool(record.get("steps"))
+        figures = (record.get("twin") or {}).get("figures")
+        if isinstance(figures, dict):
+            self.twinned.append(EpisodeFigures(**figures))
         for step in record.get("steps", []):
             if step.get("refused"):
                 self.refused += 1
@@ -397,6 +418,25 @@ class Summary:
             },
             "seconds_per_step": round(self.per_step(self.step_seconds), 3),
             "seconds": round(self.seconds, 2),
+        } | ({"twin": self.twin_figures()} if self.twinned else {})
+
+    def twin_figures(self) -> dict[str, Any]:
+        """The twinned episodes together: steps compared and diverged, the first diverged
+        step (its median over the episodes, in tool calls), the checks' pass rate, and the
+        deceived episodes (the agent claimed done, the check failed in the twin)."""
+        run = run_figures(self.twinned)
+        return {
+            "episodes": run.episodes,
+            "steps_compared": sum(e.steps for e in self.twinned),
+            "twin_failures": sum(e.twin_failures for e in self.twinned),
+            "diverged_share": None if run.diverged_share is None else round(run.diverged_share, 4),
+            "first_divergence_median": run.first_divergence_median,
+            "never_diverged": sum(1 for e in self.twinned if e.first_divergence is None),
+            "claimed_done": sum(1 for e in self.twinned if e.claimed_done),
+            "checked": run.checked,
+            "passed": run.passed,
+            "pass_rate": round(run.passed / run.checked, 4) if run.checked else None,
+            "deceived": run.deceived,
         }
 
     def lines(self) -> list[str]:
@@ -413,7 +453,27 @@ class Summary:
             "simulator tokens per policy token: "
             + ("n/a (the policy reported no usage)" if ratio is None else f"{ratio:g}"),
             f"time: {self.seconds:.1f} s, {data['seconds_per_step']:g} s per step",
-        ]
+        ] + ([self.twin_line()] if self.twinned else [])
+
+    def twin_line(self) -> str:
+        twin = self.twin_figures()
+        share = twin["diverged_share"]
+        first = twin["first_divergence_median"]
+        checks = (
+            f"checks passed {twin['passed']} of {twin['checked']} ({twin['pass_rate']:.0%})"
+            if twin["checked"]
+            else "no checks"
+        )
+        failures = twin["twin_failures"]
+        return (
+            f"twin: {twin['steps_compared']} steps compared, "
+            + ("none" if share is None else f"{share:.0%}")
+            + " diverged, first divergence at step "
+            + ("none" if first is None else f"{first:g}")
+            + f" (median), {checks}, {twin['deceived']} deceived (claimed done, failed in "
+            f"the twin), {twin['claimed_done']} of {twin['episodes']} claimed done"
+            + (f", {failures} steps the twin did not answer" if failures else "")
+        )
 
     def warnings(self) -> list[str]:
         """What the run's figures say is likely wrong with the setup, one line each."""
@@ -481,6 +541,8 @@ class Rollout:
         policy = Policy(self.policy_spec)
         try:
             model = await policy.start()
+            if todo:
+                await self._twins_start()
             self._write_run_file(model)
             await aload_simulator(self.simulator)
             gate = asyncio.Semaphore(max(1, self.settings.parallel))
@@ -528,6 +590,7 @@ class Rollout:
         ended, detail = "", ""
         tools: list[dict[str, Any]] = []
         env: Environment | None = None
+        twin: dict[str, Any] | None = None
         try:
             if session_path.exists():  # left by a run that stopped mid-episode: kept aside
                 session_path.replace(
@@ -542,6 +605,7 @@ class Rollout:
                 seed=seed,
                 session_file=session_path,
                 owner=key,
+                **self._twin_of(task),
             )
             first = await env.areset()
             tools = env.openai_tools()
@@ -571,10 +635,13 @@ class Rollout:
                     steps.append(record)
                     messages.append(_tool_result(call.id, shown))
                     self.on_step({"key": key, **record})
-                    if record.get("status") == "error":
+                    delivered = (record.get("twin") or {}).get("delivered")
+                    if record.get("status") == "error" and delivered != "real":
                         ended, detail = "simulator_error", str(record.get("note", ""))
                     elif len(steps) >= limit:
                         ended, detail = "step_limit", _calls_taken(steps, limit)
+        except TwinError as exc:
+            ended, detail = "twin_error", str(exc)
         except EnvError as exc:
             ended, detail = "simulator_error", str(exc)
         except Exception as exc:  # one episode's fault ends that episode, not the run
@@ -582,8 +649,11 @@ class Rollout:
             ended, detail = "crashed", f"{type(exc).__name__}: {_one_line(exc)}"
         finally:
             if env is not None:
-                await env.aclose()
-                _drop_lock_file(session_path)
+                try:
+                    twin = await self._end_beside_twin(env, ended, steps)
+                finally:
+                    await env.aclose()
+                    _drop_lock_file(session_path)
         session = env._episode.session if env is not None and env._episode is not None else None
         return {
             "key": key,
@@ -603,9 +673,52 @@ class Rollout:
             if session_path.exists()
             else None,
             "session_id": session.id if session is not None else "",
+            "twin": twin,
             "seed": seed,
             "started": started,
             "seconds": round(time.monotonic() - clock, 3),
+        }
+
+    def _twin_of(self, task: Task) -> dict[str, Any]:
+        """``Environment``'s twin arguments for a task's episode: the twin of its domain,
+        and its check (the task's own, else its scenario's, else the run's)."""
+        spec = self.settings.twins.get(task.domain)
+        if spec is None:
+            return {}
+        check = task.check or None
+        if check is None and self.settings.check:
+            scenario = task.scenario_loaded or resolve_scenario(
+                resolve_domain(task.domain), task.scenario
+            )
+            if scenario.extras.get("check") is None:
+                check = self.settings.check
+        return {"twin": spec, "deliver": self.settings.deliver, "check": check}
+
+    async def _end_beside_twin(
+        self, env: Environment, ended: str, steps: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """End a twinned episode: the agent's claim, the check in the twin, the figures
+        (the first divergence as the episode's step number, like the steps' records)."""
+        if env.twin is None or env._episode is None:
+            return None
+        claimed = ended == "no_tool_call"
+        try:
+            figures = await env.aend_episode(claimed_done=claimed)
+        except Exception as exc:  # the episode is kept, with why its end is missing
+            log.exception("the end of a twinned episode failed")
+            return {"deliver": env.deliver, "claimed_done": claimed, "error": _one_line(exc)}
+        if figures is None:
+            return None
+        data = figures.to_dict()
+        if figures.first_divergence is not None:
+            step = next((s for s in steps if s.get("turn") == figures.first_divergence), None)
+            data["first_divergence"] = step["step"] if step is not None else None
+        check = (env.session.twin or {}).get("check")
+        return {
+            "deliver": env.deliver,
+            "claimed_done": claimed,
+            "check": check,
+            "figures": data,
         }
 
     async def _step(
@@ -640,9 +753,26 @@ class Rollout:
         why = reasoning_cut(record)
         if why:
             record["hint"] = THINKING_HINTS[why]
-        if step.status in ("complete", "interrupted") and step.observation.text:
+        shown = step.status in ("complete", "interrupted") or step.delivered_real
+        if shown and step.observation.text:
             return record, step.observation.text
         return record, f"(the environment showed nothing: {step.note})"
+
+    async def _twins_start(self) -> None:
+        """Start each domain's twin once and close it: a twin that cannot start is one
+        line before any episode, not a failure in every one."""
+        from agentworld_tui.reality.spec import TwinStartError
+
+        wanted = {t.domain for t in self.tasks}
+        for domain, spec in self.settings.twins.items():
+            if domain not in wanted:
+                continue
+            try:
+                runner, _first = await asyncio.to_thread(spec.start)
+            except TwinStartError as exc:
+                reason = str(exc).removeprefix("the twin did not start: ")
+                raise RolloutError(f"the {domain} twin did not start: {reason}") from None
+            await runner.close_async()
 
     def _check_tool_choice(self) -> None:
         """A tool named as the tool choice must be offered in every task's environment."""
@@ -672,6 +802,10 @@ class Rollout:
             "world_model": engine.info.name if engine is not None else "",
             "episodes_per_task": self.settings.episodes,
             "max_steps": self.settings.max_steps,
+            "twins": {
+                domain: {**spec.describe(), "deliver": self.settings.deliver}
+                for domain, spec in self.settings.twins.items()
+            },
             "tasks": [t.to_dict() for t in self.tasks],
         }
         write_atomic(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
@@ -695,7 +829,7 @@ def offered_tools(task: Task) -> list[str]:
     """The names of the tools a task's environment offers the policy."""
     domain = resolve_domain(task.domain)
     scenario = task.scenario_loaded or resolve_scenario(domain, task.scenario)
-    return [tool.name for tool in agent_tools(domain, scenario)]
+    return [tool.name for tool in domain.tools(scenario)]
 
 
 def reasoning_cut(step: dict[str, Any]) -> str:

@@ -5,8 +5,10 @@ A tasks file is JSON Lines (one object a line) or TOML (``[[task]]`` tables). A 
 ``prompts/<domain>/scenarios.toml``, or a file), a fictional ``world`` (a name, or a
 ``.toml`` file), a perturbation
 ``schedule`` (a table with a ``seed`` and ``rule`` list, or just the list of rules; see
-``agents.schedule``), ``max_steps`` and ``system`` (the policy's
-system prompt instead of the default). Every task is checked in full when the file is read:
+``agents.schedule``), ``max_steps``, ``system`` (the policy's
+system prompt instead of the default) and ``check`` (a command line run in the episode's
+twin after it, exit 0 = success; only with a twin, and only inside it: a terminal or SWE
+twin's sandbox, or this machine where the run was given ``--twin-on-host``). Every task is checked in full when the file is read:
 a bad one is reported with its line (JSONL) or its place (TOML) and what is wrong, and the
 others run.
 
@@ -28,13 +30,24 @@ from typing import Any
 
 from agentworld_tui.agents.env.results import EnvError
 from agentworld_tui.agents.env.scenarios import resolve_domain, scenario_named, world_named
+from agentworld_tui.agents.env.twins import check_command, scenario_check
 from agentworld_tui.agents.schedule import ScheduleError, parse_schedule
 from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.fictional_world import FictionalWorld, WorldError, load_world_file
 from agentworld_tui.world.prompts import load_scenarios
 
-KEYS = ("id", "instruction", "domain", "scenario", "world", "schedule", "max_steps", "system")
+KEYS = (
+    "id",
+    "instruction",
+    "domain",
+    "scenario",
+    "world",
+    "schedule",
+    "max_steps",
+    "system",
+    "check",
+)
 MAX_TASKS_BYTES = 64 << 20
 MAX_STEPS = 10_000
 SCENARIO_SUFFIXES = (".toml", ".json", ".txt")
@@ -57,6 +70,8 @@ class Task:
     """The schedule as written in a file (``{"seed": 0, "rule": [...]}``); empty for none."""
     max_steps: int | None = None
     system: str = ""
+    check: str = ""
+    """Run in the episode's twin after it (exit 0 = success); "" for none."""
     where: str = ""
     """Where the task is written (``tasks.jsonl:3``): for messages, never for identity."""
     scenario_loaded: Scenario | None = field(default=None, compare=False, repr=False)
@@ -75,6 +90,8 @@ class Task:
             data["schedule"] = self.schedule
         if self.system:
             data["system"] = self.system
+        if self.check:
+            data["check"] = self.check
         return data
 
 
@@ -190,10 +207,21 @@ def check_task(data: dict[str, Any], where: str, *, folder: Path | None = None) 
         scenario = _scenario(domain, data.get("scenario"), folder)
         world = _world(data.get("world"), folder)
         schedule = parse_schedule(data.get("schedule") or None, domain.name)
+        named = scenario or (
+            scenario_named(domain, data["scenario"]) if data.get("scenario") else None
+        )
+        if named is not None:
+            scenario_check(named, domain.name)
     except (EnvError, ScheduleError) as exc:
         raise TasksError(
             f"schedule: {exc}" if isinstance(exc, ScheduleError) else str(exc)
         ) from None
+    check = ""
+    if data.get("check") is not None:
+        try:
+            check = check_command(data["check"], domain.name)
+        except EnvError as exc:
+            raise TasksError(str(exc)) from None
     task = Task(
         key="",
         instruction=instruction.strip(),
@@ -203,6 +231,7 @@ def check_task(data: dict[str, Any], where: str, *, folder: Path | None = None) 
         schedule=schedule.to_dict() if schedule else {},
         max_steps=steps,
         system=str(data.get("system") or ""),
+        check=check,
         where=where,
         scenario_loaded=scenario,
         world_loaded=world,

@@ -3,12 +3,12 @@ scenario whose world model answers their calls.
 
 Tools come from a tools/list JSON (a bare list, a saved ``{"tools": [...]}`` or JSON-RPC
 answer), an MCP scenario ``.toml``, a real server's listing (``capture``), or a domain's
-own agent tools (``domains/agent_tools``). They are declared to agents exactly as given
+own agent tools (``Domain.tools``). They are declared to agents exactly as given
 (title, annotations, output schema and all); a schema that is not valid JSON Schema is
 refused up front, naming the tool, since a client would fail on it later anyway.
 
 A call is checked before any model time is spent on it, once: by the domain
-(``agent_action``), whose tool-call domains validate the arguments against the tool's
+(``Domain.action_for_tool``), whose tool-call domains validate the arguments against the tool's
 input schema with the ``jsonschema`` library and whose other domains apply their own
 action rules, with the messages the app and the environments give.
 """
@@ -31,10 +31,14 @@ from jsonschema.validators import (  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from agentworld_tui.domains import get_domain
-from agentworld_tui.domains.agent_tools import agent_action, agent_tools
-from agentworld_tui.domains.json_schema import MAX_DEPTH, read_json, value_problem
+from agentworld_tui.domains.base import shown_name
+from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.scenario_file import ScenarioFileError, load_scenario_file
-from agentworld_tui.domains.tool_call import MAX_CALL_CHARS, Tool, shown_name, tool_from_dict
+from agentworld_tui.domains.tool_call import (
+    Tool,
+    ToolCallDomain,
+    tool_from_dict,
+)
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.prompts import load_scenarios
@@ -64,7 +68,6 @@ class Toolset:
     server_name: str = "agentworld"
     server_version: str = ""
     instructions: str | None = None
-    max_argument_chars: int = MAX_CALL_CHARS
 
     def tool(self, name: str) -> types.Tool | None:
         return next((t for t in self.declared if t.name == name), None)
@@ -72,25 +75,15 @@ class Toolset:
     def action(self, name: str, arguments: Mapping[str, Any] | None) -> Action:
         """The action a call stands for; UnknownTool for a tool not listed, ActionError
         (the message an agent is shown) for arguments the tool refuses. The arguments are
-        checked once, by the domain, with the messages the app and the environments give;
-        the check is bounded in time (``json_schema.checking_within``)."""
+        checked once, by the domain (``Domain.action_for_tool``), with the messages the
+        app and the environments give; the check is bounded in time
+        (``json_schema.checking_within``)."""
         if self.tool(name) is None:
             listed = ", ".join(t.name for t in self.declared) or "none"
             raise UnknownTool(
                 f"Unknown tool: {shown_name(name, quoted=False)}. The tools are: {listed}"
             )
-        given: dict[str, Any] = dict(arguments or {})
-        problem = value_problem(given, MAX_DEPTH - 1)
-        if problem:
-            raise ActionError(f"the arguments are not usable: {problem}", field="arguments")
-        size = len(json.dumps(given, ensure_ascii=False))
-        if size > self.max_argument_chars:
-            raise ActionError(
-                f"the arguments are {size:,} characters of JSON; the limit is "
-                f"{self.max_argument_chars:,}",
-                field="arguments",
-            )
-        return agent_action(self.domain, self.scenario, name, given)
+        return self.domain.action_for_tool(name, dict(arguments or {}), self.scenario)
 
 
 # -- declaring tools --------------------------------------------------------------------
@@ -197,12 +190,14 @@ def from_definitions(
     server_name: str = "",
     server_version: str = "",
     instructions: str | None = None,
+    domain: Domain | None = None,
 ) -> Toolset:
-    """An MCP toolset from tool definitions (a file's, a captured server's)."""
+    """A toolset from tool definitions (a file's, a captured server's, a scenario's), served
+    as they are written; the MCP domain answers unless a tool-call ``domain`` is given."""
     declared = declare_all(raw, source)
     base = scenario or Scenario("tools", f"Tools from {source}")
     return Toolset(
-        get_domain("mcp"),
+        domain or get_domain("mcp"),
         _scenario_with(declared, base),
         declared,
         source,
@@ -269,17 +264,21 @@ def for_domain(name: str, scenario: str = "") -> Toolset:
 
 def for_scenario(domain: Domain, scenario: Scenario) -> Toolset:
     """The tools an agent acting in ``domain`` from ``scenario`` is offered (a tab of the
-    app served as it is)."""
-    if domain.name == "mcp":
+    app served as it is). A tool-call domain's scenario that lists tools has them served as
+    written (titles, annotations and output schemas kept); one that lists none serves the
+    domain's usual tools, and a domain without usual tools cannot be served without a list."""
+    if isinstance(domain, ToolCallDomain):
         raw = scenario.extras.get("tools")
-        if not isinstance(raw, list):
+        if isinstance(raw, list):
+            source = f"{domain.name} scenario {scenario.name}"
+            return from_definitions(raw, source, scenario=scenario, domain=domain)
+        if not domain.usual_tools:
             raise ToolsetError(
                 f"the {scenario.name!r} scenario has no tools: give a tools file, or a "
                 "scenario with tools"
             )
-        return from_definitions(raw, f"mcp scenario {scenario.name}", scenario=scenario)
     try:
-        tools = agent_tools(domain, scenario)
+        tools = domain.tools(scenario)
     except ActionError as exc:
         raise ToolsetError(f"the {scenario.name!r} scenario: {exc}") from None
     declared = declare_all((t.to_dict() for t in tools), f"the {domain.name} tools")

@@ -186,11 +186,12 @@ class Connections:
         """Send a request and read its reply's headers, on a kept connection or a new one.
 
         ``connected`` is called with the connection before the request goes out (to hand
-        its socket to whoever may end it; it may raise to stop). A kept connection the
-        server closed meanwhile is replaced once. Raises a ``ServerFailure``; the
+        its socket to whoever may end it; it may raise to stop). Kept connections the
+        server closed meanwhile are passed over, one after the other (answers on other
+        threads may give theirs back meanwhile), until a new one is used. Raises a ``ServerFailure``; the
         connection is closed then.
         """
-        for attempt in range(2):
+        while True:
             connection, kept = self._take(connect_timeout)
             try:
                 if not kept:
@@ -206,13 +207,12 @@ class Connections:
                 raise
             except _STALE as exc:
                 connection.close()
-                if kept and attempt == 0:
+                if kept:
                     continue
                 raise failure(exc) from exc
             except Exception as exc:
                 connection.close()
                 raise failure(exc) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def give(self, connection: http.client.HTTPConnection) -> None:
         """Keep a connection whose reply was read to its end, for the next request."""

@@ -51,9 +51,7 @@ class OsPane(GenericPane):
 
     def send_text(self) -> None:
         try:
-            action = self.domain.make_action(
-                self.editor.text, task_instruction(self.session.scenario)
-            )
+            action = self.domain.parse_action(self.editor.text, self.session.scenario)
         except ActionError as exc:
             self.editor.add_class("-invalid")
             self.show_error(str(exc))

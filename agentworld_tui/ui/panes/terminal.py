@@ -108,7 +108,7 @@ class TerminalPane(DomainPane):
     # -- building actions -----------------------------------------------------------------
     def _send_entries(self, entries: list[dict[str, Any]]) -> None:
         try:
-            action = self.domain.make_action(self.queued + entries)
+            action = self.domain.make_action(self.queued + entries, self.session.scenario)
         except ActionError as exc:
             self.show_error(str(exc))
             return

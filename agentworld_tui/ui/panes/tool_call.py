@@ -34,9 +34,9 @@ class ToolDomain(Protocol):
     title: str
     lexer: str
 
-    def tools(self, scenario: Scenario) -> list[Tool] | None: ...
+    def listed_tools(self, scenario: Scenario) -> list[Tool] | None: ...
 
-    def make_action(self, name: str, arguments: object, scenario: Scenario) -> Action: ...
+    def make_action(self, value: object, scenario: Scenario) -> Action: ...
 
     def observation_lexer(self, action: Action, observation: str) -> str: ...
 
@@ -94,7 +94,7 @@ class ToolCallPane(DomainPane):
     def show_tools(self) -> None:
         """Fill the side list from the session's scenario (after a load or a new list)."""
         try:
-            tools = self.domain.tools(self.session.scenario)
+            tools = self.domain.listed_tools(self.session.scenario)
         except ActionError as exc:
             self.show_error(str(exc))
             tools = None
@@ -157,7 +157,8 @@ class ToolCallPane(DomainPane):
             ) from None
         if not isinstance(arguments, dict):
             raise ActionError("the arguments must be a JSON object {...}", field="arguments")
-        action: Action = self.domain.make_action(name, arguments, self.session.scenario)
+        call = {"name": name, "arguments": arguments}
+        action: Action = self.domain.make_action(call, self.session.scenario)
         return action
 
     def action_send_call(self) -> None:

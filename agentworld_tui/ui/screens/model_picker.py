@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static
 
+from agentworld_tui.engines.base import EngineInfo
 from agentworld_tui.models.cache import local_path
 from agentworld_tui.models.catalog import Catalog, CatalogEntry, load_catalog
 from agentworld_tui.models.download import DownloadCancelled, DownloadError, PullProgress, pull
@@ -39,6 +40,15 @@ def progress_line(p: PullProgress) -> str:
     return f"{_size(p.done)} of {_size(p.total)} at {_size(p.speed)}/s{eta}{part}"
 
 
+def engine_in_use(info: EngineInfo | None, setting: str, slots: int = 0) -> str:
+    """The in-process engine that runs (or, with none loaded, will run) a model picked here:
+    the one loaded, else the one the settings name."""
+    if info is not None and info.engine:
+        setting, slots = info.engine, info.parallel
+    name = setting or "llama-cpp-python"
+    return f"{name}, {slots} slots" if slots > 1 else name
+
+
 class ModelPicker(ModalScreen[Path | None]):
     DEFAULT_CSS = """
     ModelPicker { align: center middle; }
@@ -57,10 +67,15 @@ class ModelPicker(ModalScreen[Path | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel / close")]
 
     def __init__(
-        self, catalog: Catalog | None = None, machine: MachineMemory | None = None
+        self,
+        catalog: Catalog | None = None,
+        machine: MachineMemory | None = None,
+        engine: str = "",
     ) -> None:
-        """``machine``: the memory to fit models into (default: this machine's)."""
+        """``machine``: the memory to fit models into (default: this machine's);
+        ``engine``: the engine that runs the model, said under the title."""
         super().__init__()
+        self.engine = engine
         self.catalog = catalog or load_catalog()
         self.machine = machine or machine_memory()
         self.verdicts: dict[str, FitVerdict] = {}
@@ -70,6 +85,10 @@ class ModelPicker(ModalScreen[Path | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text("Choose a model · Enter downloads and uses it", style="bold"))
+            if self.engine:
+                yield Static(
+                    Text(f"Engine: {self.engine} ([model] engine in the settings)"), id="engine"
+                )
             yield DataTable(id="models", cursor_type="row")
             yield Static(id="detail")
             with Vertical(id="progress-row", classes="hidden"):

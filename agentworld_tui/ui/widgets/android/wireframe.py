@@ -13,7 +13,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
-from agentworld_tui.domains.android import UINode, Wireframe, layout
+from agentworld_tui.domains.android import UINode
+from agentworld_tui.ui.widgets.android.drawing import Wireframe, layout
 
 _PICKED = Style(reverse=True)
 
