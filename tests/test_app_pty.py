@@ -24,6 +24,7 @@ import pytest
 from conftest import ScriptedModel
 from faultserver import FaultServer, Reply
 from ptyapp import PtyApp
+from realitykit import any_backend
 from test_cli_output import HOSTILE
 
 from agentworld_tui.domains import DOMAINS, get_domain
@@ -328,6 +329,33 @@ def test_a_hostile_agent_over_ctrl_b_reaches_no_tab_raw(scripted_model: Scripted
             agent_call(app, url[-1].decode(), *calls[name])
         assert app.quit() == 0
     assert_shown_clean(bytes(app.written), f"k2{CLEAN}", f"c2{CLEAN}")
+
+
+def test_a_twin_s_hostile_answer_reaches_the_terminal_clean(
+    scripted_model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A SWE tab twinned on the command line with a real sandbox whose repository holds a
+    file of hostile text and markup: the real shell's answer, raw in the record, is shown
+    beside the prediction cleaned, and the markup as the text it is."""
+    backend = any_backend()
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    (repository / "evil.txt").write_text(f"e3{HOSTILE} [bold]m3[/bold]")
+    model = scripted_model(
+        f"x</think><predicted_observation>{PREDICTED}</predicted_observation>",
+        n_ctx_train=16384,
+    )
+    args = ["--model", str(model), "--tab", "swe", "--twin", backend]
+    with PtyApp([*args, "--twin-seed", str(repository)], size=(200, 50)) as app:
+        app.wait_for("ctx 0/")  # the model is loaded
+        app.wait_for("Twinned with")
+        app.send(b"\x01")  # Ctrl+A: the arguments editor's text, to be replaced
+        app.send(b'{"command": "cat evil.txt"}')
+        app.send(b"\x13")  # Ctrl+S
+        app.wait_for("delivered: real", after=app.mark)
+        app.read(1)
+        assert app.quit() == 0
+    assert_shown_clean(bytes(app.written), f"e3{CLEAN}", "[bold]m3[/bold]", PREDICTED)
 
 
 def test_a_session_file_of_another_domain_opens_on_its_tab(tmp_path: Path) -> None:

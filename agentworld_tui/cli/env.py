@@ -43,6 +43,18 @@ EXTRA_HINT = (
     "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
 )
 LIBRARY_LOGS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "openenv")
+SESSION_IDLE_SECONDS = 1800.0
+"""``--session-idle-timeout``'s default (``openenv_server`` needs the openenv extra)."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 1 to 604800")
+    return value
 
 
 def register(
@@ -91,7 +103,15 @@ def register(
         type=whole(1, 100_000),
         default=256,
         metavar="N",
-        help="WebSocket sessions at once (default 256)",
+        help="WebSocket sessions at once; one more is refused (default 256)",
+    )
+    serve.add_argument(
+        "--session-idle-timeout",
+        type=_seconds,
+        default=SESSION_IDLE_SECONDS,
+        metavar="SECONDS",
+        help="a WebSocket session that sends nothing for this long is closed, its "
+        f"environment let go (default {SESSION_IDLE_SECONDS:g})",
     )
     add_concurrency(
         serve,
@@ -197,6 +217,7 @@ def _serve(
             deliver=args.deliver or "real",
             check=args.check or "",
             twin_slots=slots,
+            session_idle_seconds=args.session_idle_timeout,
         )
         try:
             load_simulator(simulator)

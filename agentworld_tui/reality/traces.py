@@ -724,11 +724,12 @@ def _read_exchange(db: sqlite3.Connection, row_id: int) -> Exchange | None:
 def session_exchanges(path: Path, report: ImportReport) -> Iterator[Exchange]:
     """The real exchanges of a session file of this project, every branch of every tab.
 
-    A turn is real where it records reality's answer: ``turn["real"]`` (a twin's
-    ``RealObservation`` as a dict, with ``status`` "ok") gives its ``text``; else a
-    ``turn["route"]`` (a routing ``Decision`` as a dict) that says the agent got the real
-    answer (``answered`` "real" or "both") makes the turn's ``observation`` real. Other
-    turns were answered by the world model and are counted in ``simulated``.
+    A turn is real where it records reality's answer: a twinned turn's
+    ``turn["reality"]["real"]`` (a twin's ``RealObservation`` as a dict, with ``status``
+    "ok") gives its ``text``; a turn reality answered alone (``turn["route"]``, a routing
+    ``Decision`` as a dict, ``answered`` "real", complete, not failed or edited before
+    the agent got it) has it as its ``observation``. Other turns were answered by the
+    world model (or reality failed them) and are counted in ``simulated``.
     """
     where = path.name
     try:
@@ -782,11 +783,19 @@ def _turn_exchange(
         return None
     number = turn.get("number")
     source = f"{where}/{number}" if isinstance(number, int) else where
-    real, route = turn.get("real"), turn.get("route")
+    reality, route = turn.get("reality"), turn.get("route")
+    real = reality.get("real") if isinstance(reality, dict) else None
     text: Any = None
     if isinstance(real, dict) and real.get("status", "ok") == "ok":
         text = real.get("text")
-    elif isinstance(route, dict) and route.get("answered") in ("real", "both"):
+    elif (
+        real is None
+        and isinstance(route, dict)
+        and route.get("answered") == "real"
+        and turn.get("status", "complete") == "complete"
+        and not route.get("failed")
+        and not route.get("edited")
+    ):
         text = turn.get("observation")
     else:
         report.simulated += 1

@@ -37,7 +37,7 @@ from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.saving import Saving
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.tab_actions import TabActions
+from agentworld_tui.ui.tab_actions import TabActions, idle_pane
 from agentworld_tui.ui.textual_private import (
     SafeCells,
     SteadyTabs,
@@ -52,6 +52,7 @@ from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace
 
 if TYPE_CHECKING:
+    from agentworld_tui.simulator.shadow import Shadow
     from agentworld_tui.ui.agent_serving import AgentServing, TabServing
 
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
@@ -74,7 +75,9 @@ class AgentWorldApp(App[int]):
         session_file: Path | None = None,
         offer_resume: bool = True,
         offer_models: bool = True,
+        twin: tuple[str, Shadow] | None = None,
     ) -> None:
+        """``twin``: a tab (its domain) and the twin started for it on the command line."""
         super().__init__()
         read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
@@ -86,10 +89,11 @@ class AgentWorldApp(App[int]):
             self,
             self.loading,
             session_file=session_file,
-            offer_resume=offer_resume,
+            offer_resume=offer_resume and twin is None,
             offer_models=offer_models,
         )
         self.tab_actions = TabActions(self, self.start_up.apply)
+        self.start_twin = twin
         self.judging = TurnJudging(self, settings.generation)
         self.saving = Saving(self, settings.ui)
         self.tabs_ready = asyncio.Event()
@@ -185,6 +189,17 @@ class AgentWorldApp(App[int]):
         self.start_up.pane_built(self.query_one(DomainPane))
         self.show_status()
         self.call_after_refresh(self.call_later, self.start_up.build_other_tabs)
+        if self.start_twin is not None:
+            self.run_worker(self._twin_at_start(), group="twin-start")
+
+    async def _twin_at_start(self) -> None:
+        from agentworld_tui.ui.twinning import attach_shadow
+
+        await self.tabs_ready.wait()
+        if self.start_twin is not None:
+            domain, shadow = self.start_twin
+            self.start_twin = None
+            await attach_shadow(self, domain, shadow)
 
     def add_pane(self, pane: DomainPane) -> None:
         self._panes[pane.domain.name] = pane
@@ -328,6 +343,25 @@ class AgentWorldApp(App[int]):
     def action_judge(self) -> None:
         self.judging.judge_last_turn()
 
+    def action_twin(self) -> None:
+        from agentworld_tui.ui.twinning import open_dialog
+
+        pane = idle_pane(self)
+        if pane is not None:
+            open_dialog(self, pane)
+
+    def action_twin_view(self) -> None:
+        from agentworld_tui.ui.twinning import toggle_view
+
+        if self.active_pane is not None:
+            toggle_view(self, self.active_pane)
+
+    def action_twin_summary(self) -> None:
+        from agentworld_tui.ui.twinning import summary
+
+        if self.active_pane is not None:
+            summary(self, self.active_pane)
+
     async def action_agent(self) -> None:
         await self.agent_serving.toggle()
 
@@ -378,6 +412,9 @@ class AgentWorldApp(App[int]):
     async def on_unmount(self) -> None:
         if self.serving:  # closed some other way than Ctrl+Q (a test, a signal)
             await self.agent_serving.end_all()
+        from agentworld_tui.ui.twinning import close_all
+
+        await close_all(self)  # every twin's sandbox or server goes with the app
 
     async def action_quit(self) -> None:
         if self.serving:

@@ -29,6 +29,9 @@ KEYS: list[tuple[str, str, str, str]] = [
     ("f10", "world", "World", "Attach or edit a fictional world"),
     ("f11", "judge", "Judge", "Judge the last turn against a reference"),
     ("ctrl+b", "agent", "Agent", "Serve this tab to an agent (MCP); watch and steer it"),
+    ("shift+f9", "twin", "Twin", "Twin this tab with reality: a sandbox or the real server"),
+    ("shift+f10", "twin_view", "Twin view", "Prediction and reality side by side, or a diff"),
+    ("shift+f11", "twin_summary", "Twin summary", "Divergence figures and the task's check"),
     ("alt+right,ctrl+pagedown", "next_tab", "Next tab", "Show the next tab"),
     ("alt+left,ctrl+pageup", "previous_tab", "Previous tab", "Show the previous tab"),
 ]

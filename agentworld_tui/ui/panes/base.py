@@ -21,6 +21,7 @@ from agentworld_tui.simulator import Saver, Simulator, SimulatorError, TurnRun, 
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.highlight import highlight
 from agentworld_tui.ui.textual_private import closing
+from agentworld_tui.ui.twinning import TabReality
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
@@ -168,6 +169,8 @@ class DomainPane(Vertical):
         """The agent this tab is served to (None: not served)."""
         self._redraw_after_turn = False
         """Lines of the "no model" help at the top of the screen (gone once one loads)."""
+        self.reality = TabReality(self)
+        """The tab's real twin, when it has one, and its twinned turns' view."""
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -234,6 +237,7 @@ class DomainPane(Vertical):
         if last is not None and last.reasoning:
             self.reasoning.view.append(sanitize(last.reasoning))
         self.reasoning.set_title("Reasoning")
+        self.reality.session_shown()
 
     def show_control(self) -> None:
         """The line above the screen: the scenario, and what steers the next turns."""
@@ -304,6 +308,9 @@ class DomainPane(Vertical):
         badge = judgement_badge(turn.judgement)
         if badge:
             view.append_lines([Text(badge, "cyan")])
+        twinned = self.reality.turn_line(turn)
+        if twinned is not None:
+            view.append_lines([twinned])
 
     # -- one turn -------------------------------------------------------------------------
     def show_error(self, message: str) -> None:
@@ -323,7 +330,8 @@ class DomainPane(Vertical):
             self.show_error(problem)
             return False
         try:
-            run = self.host.simulator.send(self.session, action, **self._run_options())
+            options = self._run_options() | self.reality.send_options()
+            run = self.host.simulator.send(self.session, action, **options)
         except SimulatorError as exc:
             self.show_error(str(exc))
             return False
@@ -377,6 +385,7 @@ class DomainPane(Vertical):
         budget = run.params.reasoning_budget
         self.status = StatusInfo(reasoning_budget=budget, phase="waiting")
         self.frames.follow(run, local=engine is None or not engine.info.remote)
+        self.reality.turn_started(run)
         self.post_message(self.StatusChanged(self))
 
     def turn_params(self) -> GenerationParams:
@@ -482,6 +491,8 @@ class DomainPane(Vertical):
             self.reasoning.view.append(self._reasoning_clean.feed(update.reasoning))
         if update.answer or update.answer_reset:
             self._apply_answer(update.answer, update.answer_reset)
+        if update.real is not None:
+            self.reality.drawn(update)
         if update.finished is not None:
             self._finish(update.finished)
             self.post_message(self.StatusChanged(self))
@@ -567,12 +578,14 @@ class DomainPane(Vertical):
         if self._redraw_after_turn:
             self._redraw_after_turn = False
             self.show_session()
+        self.reality.turn_finished(turn)
         self.post_message(self.TurnFinished(self, turn))
 
     # -- session lifecycle --------------------------------------------------------------
     def replace_session(self, session: Session) -> None:
         if self.agent is not None:
             self.agent.session_replaced()
+        self.reality.session_replaced()
         if self.run is not None:
             self.run.stop()
             self.frames.stop()
