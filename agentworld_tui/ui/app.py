@@ -37,13 +37,14 @@ from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.saving import Saving
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
-from agentworld_tui.ui.tab_actions import TabActions, idle_pane
+from agentworld_tui.ui.tab_actions import TabActions
 from agentworld_tui.ui.textual_private import (
     SafeCells,
     SteadyTabs,
     read_keys_as_sent,
     relabel,
 )
+from agentworld_tui.ui.twin_actions import TwinActions
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -93,7 +94,7 @@ class AgentWorldApp(App[int]):
             offer_models=offer_models,
         )
         self.tab_actions = TabActions(self, self.start_up.apply)
-        self.start_twin = twin
+        self.twin_actions = TwinActions(self, self.tab_actions.replace_session, twin)
         self.judging = TurnJudging(self, settings.generation)
         self.saving = Saving(self, settings.ui)
         self.tabs_ready = asyncio.Event()
@@ -189,17 +190,8 @@ class AgentWorldApp(App[int]):
         self.start_up.pane_built(self.query_one(DomainPane))
         self.show_status()
         self.call_after_refresh(self.call_later, self.start_up.build_other_tabs)
-        if self.start_twin is not None:
-            self.run_worker(self._twin_at_start(), group="twin-start")
-
-    async def _twin_at_start(self) -> None:
-        from agentworld_tui.ui.twinning import attach_shadow
-
-        await self.tabs_ready.wait()
-        if self.start_twin is not None:
-            domain, shadow = self.start_twin
-            self.start_twin = None
-            await attach_shadow(self, domain, shadow)
+        if self.twin_actions.at_start is not None:
+            self.run_worker(self.twin_actions.attach_at_start(), group="twin-start")
 
     def add_pane(self, pane: DomainPane) -> None:
         self._panes[pane.domain.name] = pane
@@ -344,23 +336,13 @@ class AgentWorldApp(App[int]):
         self.judging.judge_last_turn()
 
     def action_twin(self) -> None:
-        from agentworld_tui.ui.twinning import open_dialog
-
-        pane = idle_pane(self)
-        if pane is not None:
-            open_dialog(self, pane)
+        self.twin_actions.open_dialog()
 
     def action_twin_view(self) -> None:
-        from agentworld_tui.ui.twinning import toggle_view
-
-        if self.active_pane is not None:
-            toggle_view(self, self.active_pane)
+        self.twin_actions.toggle_view()
 
     def action_twin_summary(self) -> None:
-        from agentworld_tui.ui.twinning import summary
-
-        if self.active_pane is not None:
-            summary(self, self.active_pane)
+        self.twin_actions.summary()
 
     async def action_agent(self) -> None:
         await self.agent_serving.toggle()
@@ -412,9 +394,7 @@ class AgentWorldApp(App[int]):
     async def on_unmount(self) -> None:
         if self.serving:  # closed some other way than Ctrl+Q (a test, a signal)
             await self.agent_serving.end_all()
-        from agentworld_tui.ui.twinning import close_all
-
-        await close_all(self)  # every twin's sandbox or server goes with the app
+        await self.twin_actions.close_all()  # every twin's sandbox or server goes with the app
 
     async def action_quit(self) -> None:
         if self.serving:

@@ -330,8 +330,9 @@ class DomainPane(Vertical):
             self.show_error(problem)
             return False
         try:
-            options = self._run_options() | self.reality.send_options()
-            run = self.host.simulator.send(self.session, action, **options)
+            options = self._run_options()
+            shadow = self.reality.send_options()
+            run = self.host.simulator.send(self.session, action, **options, **shadow)
         except SimulatorError as exc:
             self.show_error(str(exc))
             return False
