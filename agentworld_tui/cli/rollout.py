@@ -33,6 +33,7 @@ from agentworld_tui.cli.episode_flags import (
 )
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
 from agentworld_tui.cli.twin_flags import add_twin_flags, twin_spec_from_args
+from agentworld_tui.world.sanitize import one_line
 
 
 def _temperature(text: str) -> float:
@@ -355,8 +356,7 @@ def _key(key: str, limit: int = 80) -> str:
 
 def _bounded(text: str, limit: int = 300) -> str:
     """One line of at most ``limit`` characters (files and ids can be anything)."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _say(text: str) -> None:

@@ -15,14 +15,16 @@ app's first frame does not wait for it.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from rich.text import Text
+from textual.app import App
+from textual.widget import Widget
 
+from agentworld_tui.world.domain import Domain
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
@@ -31,10 +33,7 @@ if TYPE_CHECKING:
     from agentworld_tui.reality.twin import TwinRunner
     from agentworld_tui.simulator import TurnRun, TurnUpdate
     from agentworld_tui.simulator.shadow import Shadow
-    from agentworld_tui.ui.app import AgentWorldApp
-    from agentworld_tui.ui.panes.base import DomainPane
     from agentworld_tui.ui.widgets.reality.twin_view import Mode, TwinView
-    from agentworld_tui.world.domain import Scenario
 
 TWIN_VIEW = "twin-view"
 NOT_FOLLOWED = (
@@ -135,11 +134,37 @@ def with_server_tools(started: StartedTwin) -> StartedTwin:
     return replace(started, tools=captured.tools)
 
 
+class ShadowOption(TypedDict, total=False):
+    """``Simulator.send``'s shadow, while the twin follows the turns shown."""
+
+    shadow: Shadow
+
+
+class RealityPane(Protocol):
+    """What a tab's reality uses of its pane (``DomainPane``, which imports this module)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def app(self) -> App[Any]: ...
+
+    @property
+    def screen_view(self) -> Widget:
+        """The simulated screen (the twin view goes under it)."""
+        ...
+
+    def query_one(self, selector: str) -> Widget: ...
+
+
 class TabReality:
     """What one tab knows of reality: its live twin (if any) and the view of each twinned
     turn. The pane calls the hooks below; each is cheap when the tab has no twin."""
 
-    def __init__(self, pane: DomainPane) -> None:
+    def __init__(self, pane: RealityPane) -> None:
         self.pane = pane
         self.twin: LiveTwin | None = None
         self.view: TwinView | None = None
@@ -147,7 +172,7 @@ class TabReality:
         self._following = True
 
     # -- the pane's hooks -----------------------------------------------------------------
-    def send_options(self) -> dict[str, Any]:
+    def send_options(self) -> ShadowOption:
         """``simulator.send``'s options for the next action: the shadow while the twin
         follows the turns shown."""
         twin = self.twin
@@ -301,145 +326,3 @@ def close_runner(runner: TwinRunner) -> concurrent.futures.Future[None]:
 
     threading.Thread(target=close, name="twin-close", daemon=True).start()
     return done
-
-
-# -- what the keys do ---------------------------------------------------------------------------
-def open_dialog(app: AgentWorldApp, pane: DomainPane) -> None:
-    """Shift+F9: the twin dialog for the tab on show."""
-    from agentworld_tui.ui.screens.twin import TwinDialog, TwinDialogResult
-
-    reality = pane.reality
-    current = reality.twin.describe() if reality.twin is not None else ""
-
-    def chosen(result: TwinDialogResult | None) -> None:
-        if result is None:
-            return
-        if result.started is None:
-            reality.untwin()
-            app.notify(f"The {pane.domain.title} tab is no longer twinned.", timeout=5)
-            return
-        if pane.busy:
-            close_runner(result.started.runner)
-            app.notify("The tab was busy: the twin was not attached.", severity="warning")
-            return
-        attach(app, pane, result.started)
-
-    app.push_screen(TwinDialog(pane.domain.name, pane.domain.title, current=current), chosen)
-
-
-def attach(app: AgentWorldApp, pane: DomainPane, started: StartedTwin) -> bool:
-    """Twin ``pane`` with a started twin: the tab starts afresh (its turns are kept as a
-    saved session), from the twin's first state where it has one (a terminal's screen) and
-    with a real server's own tools, so that both sides start alike. False (the twin
-    closed) when the tab could not."""
-    from agentworld_tui.ui.tab_actions import replace_session
-    from agentworld_tui.world.session import new_session
-
-    choice, runner = started.choice, started.runner
-    pane.reality.untwin()
-    scenario = twin_scenario(app, pane.session.scenario, started)
-    session, problems = new_session(pane.domain, scenario)
-    for problem in problems:
-        app.notify(problem, severity="warning")
-    if not replace_session(app, pane, session):
-        close_runner(runner)
-        return False
-    pane.reality.twin_with(choice, runner, started.first)
-    app.save_session()
-    side = "reality's answer" if choice.deliver == "real" else "the world model's prediction"
-    app.notify(
-        f"Twinned with {describe_spec(choice.spec, sandbox_backend(runner))}. Each action "
-        f"goes to both; the agent receives {side}.",
-        title=pane.domain.title,
-        timeout=8,
-    )
-    return True
-
-
-def twin_scenario(app: AgentWorldApp, scenario: Scenario, started: StartedTwin) -> Scenario:
-    """What a twinned tab starts from: the twin's own first state (a terminal's screen; a
-    sandbox's folder holds what the user seeded, not a shipped scenario's repository), or,
-    for MCP, the real server's tools (the tab's own where the server cannot list them)."""
-    from agentworld_tui.world.domain import Scenario
-
-    spec = started.choice.spec
-    title = f"Twin: {describe_spec(spec, sandbox_backend(started.runner))}"
-    if spec.domain != "mcp":
-        workdir = spec.describe().get("workdir", "")
-        about = (
-            f"The repository at {workdir}, as the twin holds it." if spec.domain == "swe" else ""
-        )
-        return Scenario("twin", title, about, state=started.first.text)
-    if started.tools is None:
-        if started.tools_problem:
-            app.notify(
-                f"{started.tools_problem}: the tab keeps its own tool list.",
-                severity="warning",
-                timeout=10,
-            )
-        return replace(scenario, title=title)
-    from agentworld_tui.domains.tool_call import ToolListError, tools_from_data, with_tools
-
-    try:
-        tools = tools_from_data(started.tools)
-    except ToolListError as exc:
-        app.notify(
-            f"The server's tool list is unusable ({exc}): the tab keeps its own.",
-            severity="warning",
-            timeout=10,
-        )
-        return replace(scenario, title=title)
-    return with_tools(Scenario("twin", title, "The tools the real server lists."), tools)
-
-
-async def attach_shadow(app: AgentWorldApp, domain: str, shadow: Shadow) -> bool:
-    """Put a twin started on the command line (``--twin`` and its flags) beside its tab,
-    and show that tab."""
-    pane = app.pane_for(domain)
-    if pane is None or shadow.spec is None or shadow.first is None:
-        close_runner(shadow.runner)
-        return False
-    choice = TwinChoice(shadow.spec, deliver=shadow.deliver, check=shadow.check)
-    started = StartedTwin(choice, shadow.runner, shadow.first)
-    started = await asyncio.to_thread(with_server_tools, started)
-    if not attach(app, pane, started):
-        return False
-    app.show_tab(domain)
-    return True
-
-
-def toggle_view(app: AgentWorldApp, pane: DomainPane) -> None:
-    """Shift+F10: prediction and reality side by side, or their diff."""
-    mode = pane.reality.toggle_mode()
-    if mode is None:
-        app.notify(
-            f"The {pane.domain.title} tab shows no twinned turn (Shift+F9 twins it).", timeout=4
-        )
-
-
-def summary(app: AgentWorldApp, pane: DomainPane) -> None:
-    """Shift+F11: the session's figures beside reality, and the task's check."""
-    from agentworld_tui.ui.screens.twin_summary import TwinSummary
-
-    session = pane.session
-    if session.twin is None and not any(t.reality is not None for t in session.turns):
-        app.notify(f"The {pane.domain.title} tab is not twinned (Shift+F9 twins it).", timeout=4)
-        return
-    twin = pane.reality.twin
-    shadow = twin.shadow if twin is not None and twin.session is session else None
-
-    def picked(number: int | None) -> None:
-        if number is not None:
-            pane.reality.show_turn(number)
-
-    app.push_screen(TwinSummary(session, shadow, save=app.save_session), picked)
-
-
-async def close_all(app: AgentWorldApp) -> None:
-    """Close every tab's twin and wait for them (quitting)."""
-    closing = [f for p in app.panes() if (f := p.reality.untwin()) is not None]
-    if app.start_twin is not None:  # the app closed before its tabs were built
-        closing.append(close_runner(app.start_twin[1].runner))
-        app.start_twin = None
-    for future in closing:
-        await asyncio.wrap_future(future)

@@ -51,6 +51,7 @@ from agentworld_tui.evaluation.results import ResultLog, ResultsError
 from agentworld_tui.reality.figures import EpisodeFigures, run_figures
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
@@ -817,9 +818,7 @@ def episode_key(task: Task, n: int) -> str:
 def shown_key(key: str, limit: int = 80) -> str:
     """A task's key or an episode's as it is printed: safe, and at most ``limit``
     characters (a long one keeps its end, where the episode's number is)."""
-    from agentworld_tui.world.sanitize import sanitize
-
-    text = " ".join(sanitize(key).split()) or "?"
+    text = one_line(key) or "?"
     if len(text) <= limit:
         return text
     keep = limit - 1

@@ -8,7 +8,7 @@ token). Subclasses decide how the action is edited and how an observation is sho
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from agentworld_tui.engines.base import Finished, GenerationParams
-from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
+from agentworld_tui.simulator import Saver, Simulator, SimulatorError, TurnRun, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.highlight import highlight
 from agentworld_tui.ui.textual_private import closing
@@ -27,7 +27,7 @@ from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.domain import Domain, Scenario
-from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+from agentworld_tui.world.sanitize import StreamSanitizer, one_line, sanitize
 from agentworld_tui.world.session import Session, Turn, new_session
 
 STATUS_SECONDS = 1.0
@@ -36,11 +36,6 @@ live, and each one costs a repaint of more of the screen than the streamed text 
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
 
 __all__ = ["DomainPane", "PaneHost", "closing"]
-
-
-def one_line(text: str) -> str:
-    """Untrusted text for one line of the screen: sanitized, whitespace collapsed."""
-    return " ".join(sanitize(text).split())
 
 
 def judgement_badge(judgement: object) -> str:
@@ -93,6 +88,14 @@ class AgentLink(Protocol):
     def session_replaced(self) -> None:
         """The tab got another session: the agent's connection keeps the old one."""
         ...
+
+
+class RunOptions(TypedDict):
+    """What every turn a pane starts is run with."""
+
+    params: GenerationParams
+    owner: str
+    save: Saver
 
 
 DRIVEN = "An agent drives this tab: its calls are the turns here (Ctrl+B to steer it or stop)."
@@ -327,8 +330,9 @@ class DomainPane(Vertical):
             self.show_error(problem)
             return False
         try:
-            options = self._run_options() | self.reality.send_options()
-            run = self.host.simulator.send(self.session, action, **options)
+            options = self._run_options()
+            shadow = self.reality.send_options()
+            run = self.host.simulator.send(self.session, action, **options, **shadow)
         except SimulatorError as exc:
             self.show_error(str(exc))
             return False
@@ -355,7 +359,7 @@ class DomainPane(Vertical):
         else:
             self._redraw_after_turn = True
 
-    def _run_options(self) -> dict[str, object]:
+    def _run_options(self) -> RunOptions:
         return {
             "params": self.turn_params(),
             "owner": self.domain.title,

@@ -21,8 +21,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, DataTable, Static
 
-from agentworld_tui.ui.widgets.reality.record import STYLES, RealityRecord, one_line
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.ui.widgets.reality.record import STYLES, RealityRecord
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Session
 
 if TYPE_CHECKING:

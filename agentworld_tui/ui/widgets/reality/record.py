@@ -14,16 +14,12 @@ from typing import Any
 
 from rich.text import Text
 
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Turn
 
 STYLES = {"diverged": "bold red", "matched": "green", "failed": "yellow", "none": "dim"}
 MAX_REASON = 160
 """Characters of a routing reason shown on a turn's line (the summary shows it whole)."""
-
-
-def one_line(text: str) -> str:
-    return " ".join(sanitize(text).split())
 
 
 def _number(value: object) -> float | None:

@@ -17,8 +17,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from agentworld_tui.ui.widgets.line_view import LineView
-from agentworld_tui.ui.widgets.reality.record import STYLES, RealityRecord, one_line
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.ui.widgets.reality.record import STYLES, RealityRecord
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Turn
 
 Mode = Literal["sides", "diff"]
