@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.bench  # `python -m pytest -m bench`
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "env.py"
 NUMBER = r"-?\d+(?:\.\d+)?"
 
