@@ -514,3 +514,33 @@ async def test_routed_steps_of_many_episodes_at_once_never_mix(
     assert [r.route["answered"] for r in reads] == ["sim", "real", "real"]  # type: ignore[index]
     assert [r.observation.text for r in reads[1:]] == ["ship it", "ship it"]
     assert len(calls_received(notebook)) == 2
+
+
+def test_a_tools_file_as_scenario_keeps_the_annotations_for_the_rules_not_for_the_prompt(
+    tmp_path: Path,
+) -> None:
+    from agentworld_tui.agents.env.routing import scenario_tool_infos
+    from agentworld_tui.domains import get_domain
+    from agentworld_tui.domains.scenario_file import load_scenario_file
+    from agentworld_tui.world.session import new_session
+
+    listed = tmp_path / "listed.json"
+    listed.write_text(json.dumps({"result": {"tools": TOOLS[:3]}}))
+    table = tmp_path / "notes.toml"
+    table.write_text(
+        '[[scenario]]\nname = "notes"\n\n[[scenario.tools]]\nname = "read_note"\n'
+        "[scenario.tools.annotations]\nreadOnlyHint = true\n"
+    )
+    for path in (write_scenario(tmp_path), listed, table):
+        scenario = load_scenario_file(path)
+        hints = {t.name: t.hints.to_dict() for t in scenario_tool_infos(scenario)}
+        assert hints["read_note"] == {"readOnlyHint": True}, path
+        session, _ = new_session(get_domain("mcp"), scenario)
+        assert "read_note" in session.system_prompt and "Hint" not in session.system_prompt
+    assert hints == {"read_note": {"readOnlyHint": True}}
+    infos = scenario_tool_infos(load_scenario_file(write_scenario(tmp_path)))
+    assert [(t.name, t.hints.to_dict()) for t in infos] == [
+        ("write_note", {"destructiveHint": True}),
+        ("read_note", {"readOnlyHint": True}),
+        ("list_notes", {}),
+    ]

@@ -315,3 +315,22 @@ def test_rollout_refuses_routes_without_a_twin_in_one_line(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "agentworld: --grounding-budget goes with --traces FILE"
     )
+
+
+def test_a_routed_step_s_line_is_safe_to_print_whatever_the_server_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentworld_tui.cli.rollout import _stepped
+
+    hostile = "gone \x1b]0;owned\x07\x1b[2J\u202enote\x00"
+    step = {
+        "key": "k#1", "step": 2, "tool": "read_note", "status": "error", "note": hostile,
+        "cost": {}, "route": {"answered": "real", "reason": hostile, "failed": hostile},
+        "twin": {"delivered": "none", "status": "crashed", "error": hostile},
+    }  # fmt: skip
+    _stepped(step, set())
+    _stepped({**step, "route": {"answered": "sim", "reason": hostile}}, set())
+    err = capsys.readouterr().err
+    assert "routed to the twin, which failed: gone" in err and "answered by the world model" in err
+    assert "nothing delivered" in err
+    assert not any(c in err for c in "\x1b\x07\x00\u202e")

@@ -401,8 +401,11 @@ def _key(key: str, limit: int = 80) -> str:
 
 
 def _bounded(text: str, limit: int = 300) -> str:
-    """One line of at most ``limit`` characters (files and ids can be anything)."""
-    line = " ".join(text.split())
+    """One safe line of at most ``limit`` characters (files, ids, a server's errors and
+    the reasons that name its tools can be anything)."""
+    from agentworld_tui.world.sanitize import sanitize
+
+    line = " ".join(sanitize(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
