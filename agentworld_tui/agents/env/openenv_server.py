@@ -22,7 +22,11 @@ reset and torn down at its end, its session's end or the server's stop; at most
 ``TwinSlots.most`` at once, and an episode beyond that is refused in one line. Each step's
 ``twin`` says which side the agent received, with the divergence; the episode's end (a
 ``done`` action, the step limit, the next reset, the session's end) runs the check in the
-twin, and the step that ended it carries the figures in ``episode``.
+twin, and the step that ended it carries the figures in ``episode``. With routing rules
+(``ServeConfig.routes``) each step goes to the twin, the world model or both as the rules
+say, and with a trace store (``ServeConfig.traces``) the world model is shown similar real
+answers first; each step's ``route`` and ``grounding`` say where it was answered, why, and
+with which examples.
 
 A hostile or careless client costs only its own session: an action is checked on a worker
 thread within ``CHECK_SECONDS`` (a pattern that backtracks is refused, the loop serves the
@@ -63,6 +67,7 @@ from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
 from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.results import EnvError, StepResult, TwinStep
+from agentworld_tui.agents.env.routing import EpisodeRouting
 from agentworld_tui.agents.env.scenarios import (
     resolve_domain,
     resolve_scenario,
@@ -76,7 +81,9 @@ from agentworld_tui.domains.json_schema import CHECK_SECONDS, CheckTimeout, chec
 from agentworld_tui.domains.tool_call import too_costly
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.reality.figures import EpisodeFigures
+from agentworld_tui.reality.routing import RuleSet
 from agentworld_tui.reality.spec import Deliver, TwinSpec
+from agentworld_tui.reality.traces import TraceStore
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import Action as WorldAction
 from agentworld_tui.world.action import ActionError
@@ -228,6 +235,17 @@ class AgentWorldObservation(Observation):  # type: ignore[misc]
         description="when this step ended a twinned episode: its figures (steps compared, "
         "first divergence, share diverged, check_passed, claimed_done, deceived)",
     )
+    route: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with routing rules: where the step was answered (answered: real, sim "
+        "or both), the rule and the reason, and fallback or failed when reality could not "
+        "answer",
+    )
+    grounding: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with a trace store: the ids of the real examples the world model was "
+        "shown, the tokens they took, the budget, how many were found",
+    )
 
 
 class AgentWorldState(State):  # type: ignore[misc]
@@ -276,6 +294,11 @@ class ServeConfig:
     """The check run in the twin at an episode's end ("": the scenario's own, if any)."""
     twin_slots: TwinSlots | None = field(default=None, compare=False)
     """The twins alive at once; ``make_app`` makes one (4) when a twin is given without."""
+    routes: RuleSet | None = field(default=None, compare=False)
+    """Where each step goes (needs a twin; None: a twin shadows every step)."""
+    traces: TraceStore | None = field(default=None, compare=False)
+    """The trace store the world model is grounded in (its owner closes it)."""
+    grounding_budget: int | None = None
 
 
 class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
@@ -299,6 +322,9 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             deliver=config.deliver if config.twin is not None else None,
             check=(config.check or None) if config.twin is not None else None,
             twin_slots=config.twin_slots,
+            routes=config.routes,
+            traces=config.traces,
+            grounding_budget=config.grounding_budget,
         )
         self.episode_id: str | None = None
         self._done = False
@@ -434,11 +460,10 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self._done = False
         self._file = None
         twin = self.config.twin
-        return AgentWorldObservation(
-            text=text,
-            tools=self.env.openai_tools(),
-            twin={"kind": twin.kind, "deliver": self.config.deliver} if twin else {},
-        )
+        said: dict[str, Any] = {"kind": twin.kind, "deliver": self.config.deliver} if twin else {}
+        if twin is not None and self.config.routes is not None:
+            said["routes"] = self.config.routes.source
+        return AgentWorldObservation(text=text, tools=self.env.openai_tools(), twin=said)
 
     def _ended_already(self) -> bool:
         episode = self.env._episode
@@ -474,6 +499,8 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             done=step.done,
             twin=step.twin.figures() if step.twin is not None else {},
             episode=_figures(step.episode),
+            route=step.route or {},
+            grounding=step.grounding or {},
         )
 
     def _refused(self, message: str) -> AgentWorldObservation:
@@ -491,6 +518,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         turn = self.env.turns[-1]
         twin = TwinStep.of(turn, self.env.deliver)
         return AgentWorldObservation(
+            route=dict(turn.route) if isinstance(turn.route, dict) else {},
             save_error=unsaved,
             text=turn.shown_text,
             turn=turn.number,
@@ -577,6 +605,9 @@ def make_app(config: ServeConfig) -> Any:
     ``agents.guard.GuardedApp`` in front of it). The scenario and world from the command
     line are read once, here; raises EnvError when they cannot be."""
     domain = resolve_domain(config.domain)
+    EpisodeRouting.of(  # rules without a twin, or a bad budget: said once, here
+        config.routes, config.traces, config.grounding_budget, twinned=config.twin is not None
+    )
     slots = config.twin_slots
     if config.twin is not None and slots is None:
         slots = TwinSlots(4)
