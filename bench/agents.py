@@ -295,7 +295,7 @@ def history_ratios(engine_kind: str, path: Path) -> dict[str, str]:
     from test_engine_llama import DOMAIN, SCENARIO
     from test_hybrid_checkpoints import Player
 
-    from agentworld_tui.engines.llama import common_prefix
+    from agentworld_tui.engines.prefix import common_prefix
 
     found: dict[str, str] = {}
     engine = loaded(engine_kind, path)
@@ -350,7 +350,7 @@ def predict_ratios(engine_kind: str, path: Path, calls: int, keep: bool) -> list
     import numpy as np
     from test_engine_llama import rendered, tokenizer
 
-    from agentworld_tui.engines.llama import common_prefix
+    from agentworld_tui.engines.prefix import common_prefix
     from agentworld_tui.engines.state_file import state_path
     from agentworld_tui.world.workspace import open_or_new
 

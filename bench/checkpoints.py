@@ -6,7 +6,7 @@ for. For each size, side by side in one run, the median of ``--reps`` of:
 
 - llama.cpp alone: ``llama_state_seq_get_data_ext`` / ``_set_data_ext`` into and from a
   buffer made once (the floor);
-- the engine (``LlamaEngine._save_state`` / ``_restore_state``);
+- the engine (``SequenceCache.save`` / ``restore`` in ``engines/llama/cache.py``);
 - the engine's former way: a zero-filled ctypes buffer copied into ``bytes`` on save,
   and ``bytes`` copied into a ctypes buffer on restore.
 
@@ -84,15 +84,18 @@ def measure(size_mib: float, reps: int, folder: Path) -> dict[str, float]:
             buffer = (ctypes.c_uint8 * len(saved_bytes)).from_buffer_copy(saved_bytes)
             llama_cpp.llama_state_seq_set_data_ext(ctx, buffer, len(saved_bytes), 0, flags)
 
+        cache = engine._cache
+        assert cache is not None
+
         def new_save() -> None:
-            engine.states = type(engine.states)(engine.states.budget)
-            engine._save_state(tokens)
+            cache.states = type(cache.states)(cache.states.budget)
+            cache.save(tokens)
 
         new_save()
-        checkpoint = engine.states._items[0]
+        checkpoint = cache.states._items[0]
 
         def new_restore() -> None:
-            engine._restore_state(checkpoint, len(tokens))
+            cache.restore(checkpoint, len(tokens))
 
         row = {"state_mib": size / 2**20}
         for name, action in (

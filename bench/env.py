@@ -209,7 +209,8 @@ def fork_ratios(path: Path, history: int, forks: int) -> list[float]:
     import numpy as np
     from test_engine_llama import rendered, tokenizer
 
-    from agentworld_tui.engines.llama import LlamaEngine, common_prefix
+    from agentworld_tui.engines.llama import LlamaEngine
+    from agentworld_tui.engines.prefix import common_prefix
 
     tokenize = tokenizer(path)
     engine = LlamaEngine(path, n_ctx=8192, threads=1)

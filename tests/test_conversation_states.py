@@ -22,7 +22,7 @@ from test_hybrid_cache import conversation, last_logits
 from test_hybrid_checkpoints import Player, state_size, with_random_attention
 
 from agentworld_tui.engines.base import GenerationControl, GenerationParams
-from agentworld_tui.engines.llama import common_prefix
+from agentworld_tui.engines.prefix import common_prefix
 
 TARGET = 1.1
 ONE_TOKEN = GenerationParams(temperature=0.0, max_tokens=1)

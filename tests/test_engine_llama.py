@@ -13,6 +13,7 @@ import pytest
 from ggufgen import CHATML_THINK_TEMPLATE, split_script
 
 from agentworld_tui.domains.terminal import TerminalDomain
+from agentworld_tui.engines.answer import CLOSE_REASONING
 from agentworld_tui.engines.base import (
     AnswerDelta,
     EngineError,
@@ -23,7 +24,8 @@ from agentworld_tui.engines.base import (
     PromptProgress,
     ReasoningDelta,
 )
-from agentworld_tui.engines.llama import CLOSE_REASONING, LlamaEngine, common_prefix
+from agentworld_tui.engines.llama import LlamaEngine
+from agentworld_tui.engines.prefix import common_prefix
 from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.session import Session

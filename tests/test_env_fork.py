@@ -18,7 +18,7 @@ from test_conversation_states import KINDS, history_text, write_model
 from test_engine_llama import GREEDY, OBSERVATION, SCENARIO, rendered, tokenizer
 
 from agentworld_tui.agents.env import Environment, EnvironmentPool, StepResult
-from agentworld_tui.engines.llama import common_prefix
+from agentworld_tui.engines.prefix import common_prefix
 
 TARGET = 1.1
 

@@ -31,7 +31,8 @@ from test_engine_llama import (
 )
 
 from agentworld_tui.engines.base import GenerationControl, GenerationParams
-from agentworld_tui.engines.llama import LlamaEngine, StateStore
+from agentworld_tui.engines.llama import LlamaEngine
+from agentworld_tui.engines.llama.states import StateStore
 
 TURNS = 10
 

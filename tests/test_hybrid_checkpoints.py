@@ -32,7 +32,8 @@ from test_engine_llama import (
 from test_hybrid_cache import conversation, last_logits
 
 from agentworld_tui.engines.base import Finished, GenerationControl, GenerationParams
-from agentworld_tui.engines.llama import LlamaEngine, common_prefix
+from agentworld_tui.engines.llama import LlamaEngine
+from agentworld_tui.engines.prefix import common_prefix
 from agentworld_tui.simulator import run_turn
 from agentworld_tui.world.session import Session, Turn
 

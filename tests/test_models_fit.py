@@ -147,7 +147,7 @@ def test_llama_cpp_allocates_the_kv_cache_we_estimate(tmp_path: Path) -> None:
     import llama_cpp
     import llama_cpp._logger
 
-    from agentworld_tui.engines import llama as engine
+    from agentworld_tui.engines.llama import loading as engine
 
     path = write_random_model(
         tmp_path / "small.gguf", n_embd=64, n_layer=2, n_ff=128, n_head=4, n_ctx_train=8192

@@ -261,18 +261,37 @@ def session_file(tmp_path: Path) -> Path:
         ("write_note", {"title": "todo", "text": "milk"}),
         ("read_note", {"title": "todo"}),
         ("list_notes", {}),
+        ("read_note", {"title": "plans"}),
+        ("read_note", {"title": "dreams"}),
     ]
     for name, arguments in calls:
         turn = session.begin_turn(tool_call_action("mcp", {"name": name, "arguments": arguments}))
         session.finish_turn(turn, observation=f"simulated {name}", reasoning="", status="complete")
     data = Workspace(tabs=[session]).to_dict()
     turns = data["tabs"][0]["turns"]
-    turns[0]["route"] = {"route": "real", "answered": "real", "reason": "rule 2"}
+    real = {"tool": "read_note", "route": "real", "answered": "real", "reason": "rule 2"}
+    turns[0]["route"] = real
     turns[0]["observation"] = "buy bread"
-    turns[1]["route"] = {"route": "sim", "answered": "sim"}
-    turns[2]["real"] = {"text": "buy milk", "status": "ok"}
-    turns[3]["real"] = {"text": "", "status": "crashed", "error": "the server ended"}
-    turns.append({"number": 5, "action": "damaged"})
+    turns[1]["route"] = {"tool": "write_note", "route": "sim", "answered": "sim", "reason": "r"}
+    # A shadow turn: reality's answer beside the prediction (the turn's observation).
+    turns[2]["reality"] = {
+        "real": {"text": "buy milk", "status": "ok"},
+        "divergence": None,
+        "delivered": "real",
+    }
+    turns[2]["route"] = {**real, "route": "shadow", "answered": "both"}
+    # Reality failed: the prediction went to the agent, and is not reality's.
+    turns[3]["reality"] = {
+        "real": {"text": "", "status": "crashed", "error": "the server ended"},
+        "divergence": None,
+        "delivered": "sim",
+    }
+    turns[3]["route"] = {**real, "tool": "list_notes", "route": "shadow", "answered": "both"}
+    # Routed to reality, but reality failed and the rule said fail; or a person edited it.
+    turns[4]["route"] = {**real, "failed": "the server ended"}
+    turns[4]["status"] = "error"
+    turns[5]["route"] = {**real, "edited": True}
+    turns.append({"number": 7, "action": "damaged"})
     path = tmp_path / "notes.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
@@ -281,7 +300,7 @@ def session_file(tmp_path: Path) -> Path:
 def test_a_session_file_gives_the_turns_reality_answered(tmp_path: Path) -> None:
     with store(tmp_path) as kept:
         report = kept.import_session_file(session_file(tmp_path))
-        assert (report.read, report.added, report.simulated, report.skipped) == (2, 2, 2, 1)
+        assert (report.read, report.added, report.simulated, report.skipped) == (2, 2, 4, 1)
         found, _ = kept.get([1, 2])
         assert [(e.tool, e.arguments, e.observation) for e in found] == [
             ("read_note", {"title": "todo"}, "buy bread"),
@@ -377,6 +396,7 @@ def test_import_reports_add_up() -> None:
     )
 
 
+@pytest.mark.bench
 def test_the_retrieval_benchmark_runs() -> None:
     result = subprocess.run(
         [sys.executable, str(BENCH / "retrieval.py"), "--quick"],

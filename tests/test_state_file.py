@@ -218,7 +218,7 @@ def test_the_state_of_a_session_lies_beside_it(tmp_path: Path) -> None:
 
 
 def _common(a: np.ndarray, b: np.ndarray) -> int:
-    from agentworld_tui.engines.llama import common_prefix
+    from agentworld_tui.engines.prefix import common_prefix
 
     return common_prefix(a, b)
 

@@ -24,7 +24,7 @@ from test_conversation_states import history_text, ratio, ratio_since_branch_pro
 from test_engine_llama import DOMAIN, OBSERVATION, SCENARIO, SCRIPT
 from test_hybrid_checkpoints import Player
 
-from agentworld_tui.engines.llama import common_prefix
+from agentworld_tui.engines.prefix import common_prefix
 
 TARGET = 1.1
 TURNS = 10

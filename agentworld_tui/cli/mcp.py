@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.cli.launch import UserError
+from agentworld_tui.cli.routing_flags import add_routing_flags, reality_from_args
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
+from agentworld_tui.cli.twin_flags import add_twin_flags
 from agentworld_tui.domains import DOMAINS
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from agentworld_tui.agents.mcp.server import AgentServer
     from agentworld_tui.agents.mcp.toolset import Toolset
     from agentworld_tui.simulator import Simulator
+    from agentworld_tui.simulator.routing import Reality
     from agentworld_tui.world.fictional_world import FictionalWorld
 
 DEFAULT_PORT = 8765
@@ -169,6 +172,8 @@ def register(
         "local model answers one at a time, in order",
     )
     serve.add_argument("--name", metavar="NAME", help="the server name given to clients")
+    add_twin_flags(serve)  # reality: a twin, routing and grounding (see _reality)
+    add_routing_flags(serve)
     serve.set_defaults(handler=cmd_serve)
     tools = actions.add_parser(
         "tools",
@@ -271,26 +276,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
     world = _world(args.world) if args.world else None
     sock = _listen(args) if args.transport == "http" else None
     token = _token(args) if args.transport == "http" else ""
-    engine = make_engine(settings)
-    simulator = Simulator(
-        engine,
-        settings.generation_params(),
-        concurrency=args.concurrency or settings.server.concurrency,
-    )
-    folder = Path(args.sessions).expanduser() if args.sessions else None
-    server = AgentServer(
-        simulator,
-        toolset,
-        sessions=SessionFolder(folder),
-        schedule=schedule,
-        world=world,
-        idle_seconds=args.session_idle_timeout,
-        max_sessions=args.max_sessions,
-    )
+    reality = _reality(args, toolset)
     try:
-        return asyncio.run(_serve(server, simulator, args, sock, token))
+        if reality is not None and reality.first is not None and toolset.domain.name != "mcp":
+            scenario = replace(toolset.scenario, state=reality.first.text)
+            toolset = replace(toolset, scenario=scenario)  # the model starts where reality is
+        engine = make_engine(settings)
+        simulator = Simulator(
+            engine,
+            settings.generation_params(),
+            concurrency=args.concurrency or settings.server.concurrency,
+        )
+        folder = Path(args.sessions).expanduser() if args.sessions else None
+        server = AgentServer(
+            simulator,
+            toolset,
+            sessions=SessionFolder(folder),
+            schedule=schedule,
+            world=world,
+            idle_seconds=args.session_idle_timeout,
+            max_sessions=args.max_sessions,
+            reality=reality,
+        )
+        try:
+            return asyncio.run(_serve(server, simulator, args, sock, token))
+        finally:
+            simulator.close()
     finally:
-        simulator.close()
+        if reality is not None:
+            reality.close()
+
+
+def _reality(args: argparse.Namespace, toolset: Toolset) -> Reality | None:
+    """The twin, routing and grounding the flags ask for, the twin started (None: none).
+    The rules read each tool's MCP annotations as the toolset declares them."""
+    if args.check:
+        raise UserError("--check runs at an episode's end: mcp serve has none to run it at")
+    from agentworld_tui.agents.mcp.toolset import tool_infos
+
+    return reality_from_args(args, toolset.domain.name, tool_infos(toolset))
 
 
 def _world(wanted: str) -> FictionalWorld:
@@ -381,6 +405,8 @@ async def _serve(
         code = 1
     stopped.cancel()
     await server.stop(LEAVE_SECONDS)  # every call in flight is recorded, every session saved
+    if server.reality is not None:
+        await asyncio.to_thread(server.reality.close)
     if sock is None:
         _leave_stdio(code)
     return code

@@ -359,7 +359,7 @@ def _trial(
         outcome = probe.run(trial) if again else probe.check(trial)
         crashed = xllamacpp_crash_message(name or path.name, outcome)
         return outcome, crashed if outcome.crashed else ""
-    from agentworld_tui.engines.llama import crash_error, placement
+    from agentworld_tui.engines.llama.loading import crash_error, placement
 
     gpu_layers, threads = placement(settings.model.gpu_layers, settings.model.threads)
     trial = Trial(path, threads, gpu_layers)

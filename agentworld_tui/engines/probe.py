@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agentworld_tui.engines import native_build
+from agentworld_tui.engines.base import EngineError, ProgressCallback
 
 log = logging.getLogger("agentworld.probe")
 
@@ -168,6 +169,17 @@ class CrashProbe:
         if outcome.ok:
             self._remember(key, trial)
         return outcome
+
+    def first_decode(self, trial: Trial, say: ProgressCallback) -> ProbeOutcome:
+        """An engine's trial before its load: from memory when it passed before, else run
+        (said through ``say``); EngineError when the model file cannot be read."""
+        try:
+            key = trial.key()
+        except OSError as exc:
+            raise EngineError(f"cannot read the model file {trial.model_path}: {exc}") from exc
+        if not self.known(key):
+            say(f"trying {trial.model_path.name} in a separate process")
+        return self.check(trial, key)
 
     # -- remembering -------------------------------------------------------------------------
     def _record(self, key: str) -> Path | None:

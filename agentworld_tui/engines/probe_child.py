@@ -30,7 +30,7 @@ def llama_trial(trial: dict[str, Any]) -> None:
     """llama-cpp-python: a batch of several tokens, then single tokens."""
     import llama_cpp
 
-    from agentworld_tui.engines.llama import llama_arguments, templates_left_uncompiled
+    from agentworld_tui.engines.llama.loading import llama_arguments, templates_left_uncompiled
 
     with templates_left_uncompiled():
         llm = llama_cpp.Llama(

@@ -263,6 +263,34 @@ class StateFile:
             log.info("dropped the model state %s%s", self.path, f": {why}" if why else "")
 
 
+class KeptStateFile:
+    """The state file an engine was told to keep (``KeepsState.keep_state``), opened the
+    first time a prompt needs it; one whose key cannot be made is given up, with a warning."""
+
+    def __init__(self) -> None:
+        self._asked: tuple[Path, int] | None = None
+        self._file: StateFile | None = None
+
+    def keep(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._asked = None if path is None else (path, max_bytes)
+        self._file = None
+
+    @property
+    def asked(self) -> bool:
+        return self._asked is not None
+
+    def open(self, build: str, model_path: Path) -> StateFile | None:
+        """The file, for this engine ``build`` and model (None: none asked, or given up)."""
+        if self._file is None and self._asked is not None:
+            path, max_bytes = self._asked
+            try:
+                self._file = StateFile(path, state_key(build, model_path), max_bytes)
+            except OSError as exc:
+                log.warning("no model state file: %s", exc)
+                self._asked = None
+        return self._file
+
+
 def _file_chunks(path: Path) -> Iterable[bytes]:
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):

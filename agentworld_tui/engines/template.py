@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.engines.base import EngineError, GenerationControl, Message
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 if TYPE_CHECKING:
     from jinja2 import nodes
@@ -160,7 +160,7 @@ def _bounds() -> _Bounds:
 
 def _raise_exception(message: str) -> None:
     # The message comes from the model file: shown as one clean line, like any model text.
-    shown = " ".join(sanitize(str(message)).split())
+    shown = one_line(str(message))
     raise EngineError(f"the model's chat template refused the conversation: {shown}")
 
 
@@ -502,6 +502,41 @@ class ChatTemplate:
             ) from exc
         finally:
             _active.bounds = None
+
+    def render_turn(
+        self,
+        messages: list[Message],
+        *,
+        enable_thinking: bool = True,
+        control: GenerationControl | None = None,
+    ) -> tuple[str, str]:
+        """The prompt and its history part (everything before the generation prompt),
+        where the next turn's prompt goes on: an engine keeps the state there."""
+        prompt = self.render(messages, enable_thinking=enable_thinking, control=control)
+        history = self.render(
+            messages, add_generation_prompt=False, enable_thinking=enable_thinking, control=control
+        )
+        return prompt, history
+
+    def blank_last(self, messages: list[Message], *, enable_thinking: bool = True) -> str:
+        """The prompt with the last message's content left empty ("" with one message, or
+        when it cannot be rendered).
+
+        The same messages and roles, so a template that renders a message by its place
+        (Qwen3 shows an answer's reasoning only after the last user message) renders all
+        before it the same: what it shares with the prompt ends where the last message's
+        content begins, after its role header, which a retried, undone, edited, forked or
+        dropped last turn shares too. (A cut further in, after the markup that actions
+        share, such as "### Turn ", would save a few tokens but miss an edited action that
+        differs earlier.)
+        """
+        if len(messages) < 2:
+            return ""
+        blank = [*messages[:-1], {**messages[-1], "content": ""}]
+        try:
+            return self.render(blank, enable_thinking=enable_thinking)
+        except EngineError:
+            return ""
 
 
 def opens_reasoning(prompt: str) -> bool:

@@ -3,7 +3,7 @@
 One model serves many conversations at once: the server keeps ``slots`` sequences in one
 context and decodes them together (continuous batching), so a pool of environments, many
 MCP clients or a rollout's episodes share the model instead of queueing behind each
-other. Its prompt cache does what ``engines/llama.py`` does by hand: a request goes to the
+other. Its prompt cache does what ``engines/llama/cache.py`` does by hand: a request goes to the
 slot whose cache shares the most with its prompt, a hybrid model's recurrent state is
 checkpointed a few tokens before the end of every prompt (so the next turn, whose prompt
 goes on from there, reads only what is new), and a slot taken by another conversation
@@ -46,28 +46,25 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agentworld_tui.engines.answer import CLOSE_REASONING, LocalAnswer, ended
 from agentworld_tui.engines.base import (
-    AnswerDelta,
     ContextOverflowError,
     EngineError,
     EngineEvent,
     EngineInfo,
     ErrorKind,
-    Finished,
     GenerationControl,
     GenerationParams,
-    GenerationStats,
     Message,
     ProgressCallback,
     PromptProgress,
-    ReasoningDelta,
     StopReason,
 )
-from agentworld_tui.engines.llama import CLOSE_REASONING, DEFAULT_N_CTX, check_gguf
+from agentworld_tui.engines.model_file import check_gguf, context_size, model_metadata
+from agentworld_tui.engines.prefix import common_prefix, common_text
 from agentworld_tui.engines.probe import CrashProbe, Trial, xllamacpp_crash_message
-from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, StateFile, state_key
-from agentworld_tui.engines.template import ChatTemplate, RenderCancelled, opens_reasoning
-from agentworld_tui.world.splitter import ObservationSplitter
+from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, KeptStateFile
+from agentworld_tui.engines.template import ChatTemplate, RenderCancelled
 
 log = logging.getLogger("agentworld.engine")
 
@@ -82,60 +79,6 @@ POLL_S = 0.05
 """How often a stream waiting for the server looks at its control."""
 TOKENIZE_TIMEOUT_S = 30.0
 LISTEN_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class ModelHeader:
-    """What the engine reads from a GGUF header before llama.cpp loads the file."""
-
-    template: str | None = None
-    bos: str = ""
-    eos: str = ""
-    trained_context: int = 0
-    checkpointed: bool = False
-    """The model keeps a state that cannot be cut back to any position (recurrent layers,
-    or a sliding attention window): the server goes back only to its checkpoints."""
-
-
-CHECKPOINTED_KEYS = (".ssm.", ".wkv.", ".shortconv.", ".attention.sliding_window")
-
-
-def model_metadata(path: Path) -> ModelHeader:
-    """The chat template, BOS and EOS texts, trained context and kind of cache from the
-    GGUF header."""
-    import gguf
-
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:  # a damaged header: llama.cpp says why when it loads
-        log.warning("cannot read the GGUF header of %s: %s", path, exc)
-        return ModelHeader()
-
-    def value(name: str) -> Any:
-        found = reader.get_field(name)
-        return None if found is None else found.contents()
-
-    def token_text(key: str) -> str:
-        index = value(key)
-        tokens = reader.get_field("tokenizer.ggml.tokens")
-        if not isinstance(index, int) or tokens is None or not 0 <= index < len(tokens.data):
-            return ""
-        return bytes(tokens.parts[tokens.data[index]]).decode("utf-8", "replace")
-
-    arch = value("general.architecture")
-    trained = value(f"{arch}.context_length") if isinstance(arch, str) else None
-    template = value("tokenizer.chat_template")
-    own = f"{arch}." if isinstance(arch, str) else "\0"
-    return ModelHeader(
-        template if isinstance(template, str) else None,
-        token_text("tokenizer.ggml.bos_token_id"),
-        token_text("tokenizer.ggml.eos_token_id"),
-        int(trained) if isinstance(trained, int) else 0,
-        any(
-            k.startswith(own) and f".{k[len(own) :]}".startswith(CHECKPOINTED_KEYS)
-            for k in reader.fields
-        ),
-    )
 
 
 def server_params(
@@ -229,7 +172,7 @@ class _SlotTable:
             readable = [i for i, busy in enumerate(self._busy) if not busy]
             idle = [i for i in readable if not self._reading[i]]
             held = [i for i in idle if self._history[i] and prompt.startswith(self._history[i])]
-            shared = {i: _shared(prompt, self._history[i]) for i in readable}
+            shared = {i: common_text(prompt, self._history[i]) for i in readable}
             near = [i for i in readable if shared[i] > first and shared[i] * 2 >= len(prompt)]
             source = -1
             if near and not held and self._can_copy:
@@ -347,15 +290,13 @@ class XLlamaEngine:
         self._checkpointed = False
         self._slot_dir: Path | None = None
         self._build = ""
-        self._state_path: tuple[Path, int] | None = None
-        self._state_file: StateFile | None = None
+        self._kept = KeptStateFile()
 
     def keep_state(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         """Go on from the state in ``path`` when it begins the next prompt, and write there
         the state of that prompt's history (``engines.state_file``): the server saves and
         restores a slot. None: no file."""
-        self._state_path = None if path is None else (path, max_bytes)
-        self._state_file = None
+        self._kept.keep(path, max_bytes)
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -396,7 +337,7 @@ class XLlamaEngine:
             ) from exc
 
         header = model_metadata(self.model_path)
-        n_ctx = self.requested_ctx or min(DEFAULT_N_CTX, header.trained_context or DEFAULT_N_CTX)
+        n_ctx = context_size(self.requested_ctx, header.trained_context)
         params = server_params(
             self.model_path,
             n_ctx=n_ctx,
@@ -446,13 +387,7 @@ class XLlamaEngine:
         """Run the model's first decode in a child process (``probe``) unless it passed
         before; raises EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
         trial = Trial(self.model_path, threads, self.requested_gpu_layers, engine=ENGINE_NAME)
-        try:
-            key = trial.key()
-        except OSError as exc:
-            raise EngineError(f"cannot read the model file {self.model_path}: {exc}") from exc
-        if not self.probe.known(key):
-            say(f"trying {self.model_path.name} in a separate process")
-        outcome = self.probe.check(trial, key)
+        outcome = self.probe.first_decode(trial, say)
         if outcome.crashed:
             message = xllamacpp_crash_message(self.model_path.name, outcome)
             raise EngineError(message, ErrorKind.CRASHED)
@@ -557,11 +492,13 @@ class XLlamaEngine:
         if server is None:
             raise EngineError("no model is loaded")
         started = time.perf_counter()
+        assert self._template is not None
         try:
-            prompt = self.render(messages, params, control)
-            history = self.render(messages, params, control, generation_prompt=False)
+            prompt, history = self._template.render_turn(
+                messages, enable_thinking=params.enable_thinking, control=control
+            )
         except RenderCancelled:
-            yield _ended(started, "cancelled", self._n_ctx)
+            yield ended(started, "cancelled", self._n_ctx)
             return
         head = self._head(messages, params, prompt) if self._checkpointed else ""
         place = self._slots.take(prompt, history, head, self._first_turn(messages, params))
@@ -579,22 +516,10 @@ class XLlamaEngine:
             self._slots.give_back(place.chosen)
 
     # -- the state file -----------------------------------------------------------------
-    def _state(self) -> StateFile | None:
-        if self._state_file is None and self._state_path is not None:
-            path, max_bytes = self._state_path
-            try:
-                self._state_file = StateFile(
-                    path, state_key(self._build, self.model_path), max_bytes
-                )
-            except OSError as exc:
-                log.warning("no model state file: %s", exc)
-                self._state_path = None
-        return self._state_file
-
     def _restore_state_file(self, prompt: list[int], slot: int) -> int:
         """Restore the state file's state into ``slot`` when it begins ``prompt``; returns
         how many tokens it holds (0: none restored)."""
-        state = self._state()
+        state = self._kept.open(self._build, self.model_path)
         saved = state.load(prompt) if state is not None else None
         if state is None or saved is None or self._slot_dir is None:
             return 0
@@ -612,7 +537,7 @@ class XLlamaEngine:
 
     def _save_state_file(self, slot: int, tokens: list[int]) -> None:
         """Save ``slot``, which holds exactly ``tokens``, into the state file."""
-        state = self._state()
+        state = self._kept.open(self._build, self.model_path)
         if state is None or self._slot_dir is None:
             return
         name = f"state-{secrets.token_hex(8)}.bin"
@@ -637,14 +562,9 @@ class XLlamaEngine:
     def _head(self, messages: list[Message], params: GenerationParams, prompt: str) -> str:
         """The prompt up to where its last message's content begins (found by rendering
         it with that content left empty): a retried, edited or forked last turn shares it."""
-        if len(messages) < 2:
-            return ""
-        blank = [*messages[:-1], {**messages[-1], "content": ""}]
-        try:
-            text = self.render(blank, params)
-        except (EngineError, RenderCancelled):
-            return ""
-        return prompt[: _shared(text, prompt)]
+        assert self._template is not None
+        text = self._template.blank_last(messages, enable_thinking=params.enable_thinking)
+        return prompt[: common_text(text, prompt)]
 
     def _prefixes(
         self, prompt: str, history: str, head: str, place: _Placement
@@ -659,18 +579,18 @@ class XLlamaEngine:
         """
         slot = place.slot
         want_head = self._checkpointed and place.new_head
-        if place.chosen < 0 or not (want_head or self._state_path is not None):
+        if place.chosen < 0 or not (want_head or self._kept.asked):
             return slot, [], 0
         full = self.tokenize(prompt, add_special=True)
         stops: dict[int, bool] = {}
         if want_head:
-            stops[_common(self.tokenize(head, add_special=True), full)] = False
+            stops[common_prefix(self.tokenize(head, add_special=True), full)] = False
         held = 0
-        if self._state_path is not None:
+        if self._kept.asked:
             held = self._restore_state_file(full, place.chosen)
             if held:
                 slot = place.chosen
-            end = _common(self.tokenize(history, add_special=True), full)
+            end = common_prefix(self.tokenize(history, add_special=True), full)
             if end != held:
                 stops[end] = True
         parts = [(full[:n], save) for n, save in sorted(stops.items()) if held < n < len(full)]
@@ -686,9 +606,7 @@ class XLlamaEngine:
         control: GenerationControl,
         started: float,
     ) -> Iterator[EngineEvent]:
-        splitter = ObservationSplitter(
-            starts_in_reasoning=params.enable_thinking and opens_reasoning(prompt)
-        )
+        answer = LocalAnswer(prompt, params, started)
         seen = _Progress()
         slot, prefixes, whole = first_requests
         reading = _Reading(whole if prefixes else 0)
@@ -706,28 +624,26 @@ class XLlamaEngine:
                 _read_counters(chunk, part)
             reading.done += part.evaluated
             if control.cancelled:
-                stats = GenerationStats(
+                yield ended(
+                    started,
+                    "cancelled",
+                    self._n_ctx,
                     prompt_tokens=len(tokens),
-                    evaluated_prompt_tokens=reading.done,
-                    elapsed=time.perf_counter() - started,
-                    stop_reason="cancelled",
-                    n_ctx=self._n_ctx,
+                    evaluated=reading.done,
                 )
-                yield Finished("", "", False, stats)
                 return
             runner.join()
             slot = place.chosen
             if save:
                 self._save_state_file(slot, tokens)
         reasoning_tokens = 0
-        first_token_at: float | None = None
         stop: StopReason = "max_tokens"
         text = prompt
         first = True
         while True:
             left = params.max_tokens - seen.generated
             request = _Request(self._body(text, params, left, slot))
-            if splitter.in_reasoning and params.reasoning_budget:
+            if answer.in_reasoning and params.reasoning_budget:
                 request.stop_at = max(1, params.reasoning_budget - seen.generated)
             runner = self._start(server, request, control)
             part = _Progress()
@@ -742,15 +658,14 @@ class XLlamaEngine:
                     _read_counters(chunk, part)
                     piece = _text(chunk)
                     if piece:
-                        if first_token_at is None:
-                            first_token_at = time.perf_counter()
-                        if splitter.in_reasoning:
+                        answer.first_token()
+                        if answer.in_reasoning:
                             reasoning_tokens = seen.generated + part.generated
                         text += piece
-                        yield from _events(
-                            splitter, piece, seen.generated + part.generated, reasoning_tokens
+                        yield from answer.feed(
+                            piece, seen.generated + part.generated, reasoning_tokens
                         )
-                    if not splitter.in_reasoning:
+                    if not answer.in_reasoning:
                         request.stop_at = 0
                     elif control.take_answer_request():
                         # It ends at its next chunk; what it generated until then is read
@@ -775,38 +690,22 @@ class XLlamaEngine:
                 break
             # Halted for answer-now or the reasoning budget: go on with the reasoning
             # closed (or as it was, when the model closed it itself meanwhile).
-            if splitter.in_reasoning:
+            if answer.in_reasoning:
                 text += CLOSE_REASONING
-                yield from _events(splitter, CLOSE_REASONING, seen.generated, reasoning_tokens)
-        split, reasoning_delta, answer_delta, reset = splitter.finish()
-        if reasoning_delta:
-            yield ReasoningDelta(reasoning_delta, seen.generated, reasoning_tokens)
-        if answer_delta or reset:
-            yield AnswerDelta(answer_delta, seen.generated, reset)
-        stats = GenerationStats(
+                yield from answer.feed(CLOSE_REASONING, seen.generated, reasoning_tokens)
+        yield from answer.finish(
             prompt_tokens=seen.prompt_tokens,
-            evaluated_prompt_tokens=seen.evaluated,
-            generated_tokens=seen.generated,
+            evaluated=seen.evaluated,
+            generated=seen.generated,
             reasoning_tokens=reasoning_tokens,
-            time_to_first_token=(first_token_at or time.perf_counter()) - started,
-            tokens_per_second=_rate(seen.generated, first_token_at),
-            elapsed=time.perf_counter() - started,
-            stop_reason=stop,
+            stop=stop,
             n_ctx=self._n_ctx,
-        )
-        yield Finished(
-            split.reasoning,
-            split.observation,
-            split.closed_reasoning,
-            stats,
-            raw=splitter.raw,
-            extraction=split.extraction,
         )
 
     def _body(
         self, prompt: str | list[int], params: GenerationParams, max_tokens: int, slot: int
     ) -> dict[str, Any]:
-        """The completions request: the same sampling chain as ``engines/llama.py``."""
+        """The completions request: the same sampling chain as ``engines/llama/engine.py``."""
         body: dict[str, Any] = {
             "prompt": prompt,
             "id_slot": slot,
@@ -897,18 +796,6 @@ def _wait_listening(address: str) -> None:
             connection.close()
 
 
-def _shared(a: str, b: str) -> int:
-    """How many characters ``a`` and ``b`` begin with alike."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 def _version(xllamacpp: Any) -> str:
     """The package's version and the commit it was built from (its llama.cpp with it)."""
     try:
@@ -972,15 +859,6 @@ class _Reading:
         return PromptProgress(self.done + read, max(self.total, self.done + read))
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _failure(error: object) -> EngineError:
     """The server's error as the engine's: a prompt too long for the context is its own."""
     if not isinstance(error, dict):
@@ -989,25 +867,3 @@ def _failure(error: object) -> EngineError:
     if error.get("type") == "exceed_context_size_error":
         return ContextOverflowError(message)
     return EngineError(f"the xllamacpp server failed: {message}")
-
-
-def _events(
-    splitter: ObservationSplitter, text: str, generated: int, reasoning_tokens: int
-) -> Iterator[EngineEvent]:
-    reasoning, answer, reset = splitter.feed(text)
-    if reasoning:
-        yield ReasoningDelta(reasoning, generated, reasoning_tokens)
-    if answer or reset:
-        yield AnswerDelta(answer, generated, reset)
-
-
-def _ended(started: float, stop: StopReason, n_ctx: int) -> Finished:
-    stats = GenerationStats(elapsed=time.perf_counter() - started, stop_reason=stop, n_ctx=n_ctx)
-    return Finished("", "", False, stats)
-
-
-def _rate(generated: int, first_token_at: float | None) -> float:
-    if first_token_at is None or generated < 2:
-        return 0.0
-    elapsed = time.perf_counter() - first_token_at
-    return (generated - 1) / elapsed if elapsed > 0 else 0.0

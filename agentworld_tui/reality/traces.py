@@ -647,6 +647,15 @@ def _schema_problem(objects: list[tuple[Any, ...]]) -> str:
     return ""
 
 
+def open_store(path: Path) -> TraceStore:
+    """The trace store at ``path`` as a front-end uses one: made when it does not exist,
+    opened read-only where this user cannot write it (it then grounds, and keeps
+    nothing). Raises TraceStoreError."""
+    exists = path.exists()
+    writable = os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
+    return TraceStore(path, create=not exists, writable=writable)
+
+
 def repair_store(path: Path) -> ImportReport:
     """Make the store at ``path`` again from the exchanges it still holds, in its place,
     keeping their ids: for a store whose index is damaged (queries then give a problem,
@@ -724,11 +733,12 @@ def _read_exchange(db: sqlite3.Connection, row_id: int) -> Exchange | None:
 def session_exchanges(path: Path, report: ImportReport) -> Iterator[Exchange]:
     """The real exchanges of a session file of this project, every branch of every tab.
 
-    A turn is real where it records reality's answer: ``turn["real"]`` (a twin's
-    ``RealObservation`` as a dict, with ``status`` "ok") gives its ``text``; else a
-    ``turn["route"]`` (a routing ``Decision`` as a dict) that says the agent got the real
-    answer (``answered`` "real" or "both") makes the turn's ``observation`` real. Other
-    turns were answered by the world model and are counted in ``simulated``.
+    A turn is real where it records reality's answer: a twinned turn's
+    ``turn["reality"]["real"]`` (a twin's ``RealObservation`` as a dict, with ``status``
+    "ok") gives its ``text``; a turn reality answered alone (``turn["route"]``, a routing
+    ``Decision`` as a dict, ``answered`` "real", complete, not failed or edited before
+    the agent got it) has it as its ``observation``. Other turns were answered by the
+    world model (or reality failed them) and are counted in ``simulated``.
     """
     where = path.name
     try:
@@ -782,11 +792,19 @@ def _turn_exchange(
         return None
     number = turn.get("number")
     source = f"{where}/{number}" if isinstance(number, int) else where
-    real, route = turn.get("real"), turn.get("route")
+    reality, route = turn.get("reality"), turn.get("route")
+    real = reality.get("real") if isinstance(reality, dict) else None
     text: Any = None
     if isinstance(real, dict) and real.get("status", "ok") == "ok":
         text = real.get("text")
-    elif isinstance(route, dict) and route.get("answered") in ("real", "both"):
+    elif (
+        real is None
+        and isinstance(route, dict)
+        and route.get("answered") == "real"
+        and turn.get("status", "complete") == "complete"
+        and not route.get("failed")
+        and not route.get("edited")
+    ):
         text = turn.get("observation")
     else:
         report.simulated += 1

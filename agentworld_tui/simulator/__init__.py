@@ -1,7 +1,8 @@
 """The simulator service that every front-end drives: no UI, no command line.
 
 ``Simulator`` runs turns on one engine for many sessions; ``TurnRun`` is one turn on its
-way, taken as ``TurnUpdate`` batches on the session's own thread.
+way, taken as ``TurnUpdate`` batches on the session's own thread. ``shadow`` runs a real
+twin beside a turn; ``routing`` sends each call to reality, the world model or both.
 """
 
 from agentworld_tui.simulator.run import Home, Saver, TurnRun, TurnUpdate, home_on

@@ -272,9 +272,16 @@ class TurnRun(StreamRun):
 
     @property
     def job(self) -> GenerationJob:
+        """The generation: the turn's conversation, with the turn's grounding examples (a
+        section of its current message only: the history stays as written)."""
         from agentworld_tui.simulator.queue import GenerationJob
 
         conversation = self.session.conversation(self.turn)
+        shown = (self.turn.grounding or {}).get("text")
+        if isinstance(shown, str) and shown:
+            from agentworld_tui.reality.grounding import grounded
+
+            conversation = grounded(conversation, shown)
         return GenerationJob(self.owner, conversation, self.params, self.sink, self.control)
 
     def on_final(self, event: object) -> None:

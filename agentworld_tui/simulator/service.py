@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.engines.base import Engine, GenerationParams
 from agentworld_tui.simulator.queue import CallJob, EngineQueue
@@ -21,6 +21,9 @@ from agentworld_tui.world.action import Action
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
+    from agentworld_tui.reality.grounding import Grounding
+    from agentworld_tui.reality.twin import TwinRunner
+    from agentworld_tui.simulator.real_run import Fallback, RealRun
     from agentworld_tui.simulator.shadow import Shadow
 
 BUSY = "a turn is still running: stop it first"
@@ -124,14 +127,22 @@ class Simulator:
         save: Saver | None = None,
         home: Home | None = None,
         shadow: Shadow | None = None,
+        grounding: Grounding | None = None,
+        route: dict[str, Any] | None = None,
     ) -> TurnRun:
         """Begin a turn for ``action`` and queue it; raises SimulatorError when it cannot.
 
         With a ``shadow``, the twin carries the action out too, at the same time; the run
-        (a ``ShadowRun``) completes when both sides are in (see ``simulator.shadow``)."""
+        (a ``ShadowRun``) completes when both sides are in (see ``simulator.shadow``).
+        With a ``grounding``, its examples go into this turn's prompt, and the turn
+        records which they were; ``route`` (where routing sent the call, and why) is
+        recorded on the turn too."""
         self._check(session)
         if shadow is None:
             turn = session.begin_turn(action)
+            turn.route = route
+            if grounding is not None:
+                turn.grounding = grounding.to_dict()
             return self._submit(session, turn, params, owner, save, home)
         if shadow.runner.domain != session.domain.name:
             raise SimulatorError(
@@ -141,6 +152,9 @@ class Simulator:
         from agentworld_tui.simulator.shadow import ShadowRun
 
         turn = session.begin_turn(action)
+        turn.route = route
+        if grounding is not None:
+            turn.grounding = grounding.to_dict()
         if session.twin is None:
             session.twin = shadow.describe()
         real = shadow.runner.submit_act(turn.action)
@@ -155,6 +169,47 @@ class Simulator:
             home=home if home is not None else self.home,
         )
         return self._track(session, run)
+
+    def send_real(
+        self,
+        session: Session,
+        action: Action,
+        runner: TwinRunner,
+        *,
+        fallback: Fallback,
+        params: GenerationParams | None = None,
+        owner: str = "",
+        save: Saver | None = None,
+        home: Home | None = None,
+        route: dict[str, Any] | None = None,
+    ) -> RealRun:
+        """Begin a turn that reality answers alone (a call routed to a real server): the
+        twin carries ``action`` out and the world model is not asked; raises
+        SimulatorError when the session is busy. When reality cannot answer,
+        ``fallback`` says whether the world model answers instead (see ``RealRun``)."""
+        if self.busy(session):
+            raise SimulatorError(BUSY)
+        if runner.domain != session.domain.name:
+            raise SimulatorError(
+                f"the twin is a {runner.domain} twin; this session simulates {session.domain.name}"
+            )
+        from agentworld_tui.simulator.real_run import RealRun
+
+        turn = session.begin_turn(action)
+        turn.route = route
+        run = RealRun(
+            session,
+            turn,
+            params or self.params,
+            queue=self.queue,
+            fallback=fallback,
+            owner=owner,
+            save=save,
+            home=home if home is not None else self.home,
+        )
+        self._track(session, run, queue=False)
+        run.begin(runner.submit_act(turn.action))
+        return run
 
     def retry(
         self,
@@ -239,8 +294,9 @@ class Simulator:
         )
         return self._track(session, run)
 
-    def _track(self, session: Session, run: TurnRun) -> TurnRun:
-        """Count the session busy until ``run`` is recorded, and queue its generation."""
+    def _track(self, session: Session, run: TurnRun, *, queue: bool = True) -> TurnRun:
+        """Count the session busy until ``run`` is recorded, and queue its generation
+        (unless ``queue`` is False: a run that queues its own, if any)."""
         key = id(session)
         self._runs[key] = run
 
@@ -249,7 +305,8 @@ class Simulator:
                 del self._runs[key]
 
         run.on_complete.append(done)
-        self.queue.submit(run.job)
+        if queue:
+            self.queue.submit(run.job)
         return run
 
     def with_thinking(self, thinking: bool | None) -> GenerationParams:

@@ -70,6 +70,14 @@ class Turn:
     reality gave no answer to compare), ``delivered`` ("real" or "sim": the side the agent
     received) and, once judged, ``judgement`` (a verdict with the real side as the
     reference). Plain data: the world knows no twin."""
+    route: dict[str, Any] | None = None
+    """Where a routed call was answered, and why (a routing ``Decision.to_dict()``:
+    ``route``, ``answered`` "real", "sim" or "both", ``reason``...). A turn reality
+    answered alone has reality's answer as its ``observation``. Plain data."""
+    grounding: dict[str, Any] | None = None
+    """The real examples this turn's prompt was shown (``Grounding.to_dict()``: their ids
+    in the trace store, and the section's ``text``, which goes into the current turn's
+    message only, so ``user_message`` stays as the history shows it)."""
 
     @property
     def delivered_real(self) -> bool:
@@ -110,7 +118,15 @@ class Turn:
             "judgement": self.judgement,
             "raw": self.raw,
             "extraction": self.extraction,
-        } | ({"reality": self.reality} if self.reality is not None else {})
+        } | {
+            key: value
+            for key, value in (
+                ("reality", self.reality),
+                ("route", self.route),
+                ("grounding", self.grounding),
+            )
+            if value is not None
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
@@ -131,6 +147,8 @@ class Turn:
             raw=str(data.get("raw") or ""),
             extraction=str(data.get("extraction") or ""),
             reality=dict(data["reality"]) if data.get("reality") else None,
+            route=dict(data["route"]) if data.get("route") else None,
+            grounding=dict(data["grounding"]) if data.get("grounding") else None,
         )
 
 

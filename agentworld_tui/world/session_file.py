@@ -46,6 +46,10 @@ TWIN_STATUSES = ("ok", "error", "timeout", "crashed")
 """``reality.TwinStatus``'s values (the world cannot import reality; a test keeps the two
 the same)."""
 SIDES = ("real", "sim")
+ROUTES = ("real", "sim", "shadow")
+"""``reality.routing.Route``'s values (a test keeps the two the same)."""
+ANSWERED = ("real", "sim", "both")
+FALLBACKS = ("sim", "fail")
 LATEST_TIME = 253402300799.0
 """The last second of the year 9999: a later time cannot be shown as a date."""
 _STRICT = with_config(ConfigDict(strict=True, allow_inf_nan=False, extra="ignore"))
@@ -89,6 +93,18 @@ Seconds = Annotated[float, Field(ge=0)]
 
 
 @_STRICT
+class RealAnswer(TypedDict, total=False):
+    """How reality answered a turn it answered alone (its text is the turn's observation):
+    ``RealObservation.to_dict`` without the text."""
+
+    status: Annotated[str, _one_of(TWIN_STATUSES)]
+    elapsed: Annotated[float, Field(ge=0)] | None
+    error: str | None
+    tool_error: bool | None
+    exit_code: int | None
+
+
+@_STRICT
 class Stats(TypedDict, total=False):
     """A turn's figures: those the app formats are numbers, the judge's reference is text;
     figures this version does not know are kept as they are."""
@@ -103,6 +119,7 @@ class Stats(TypedDict, total=False):
     n_ctx: float
     stop_reason: str
     reference: str
+    real: RealAnswer
 
 
 @_STRICT
@@ -180,6 +197,59 @@ class Reality(PredictionFigures):
     delivered: Required[Side]
 
 
+Count = Annotated[int, Field(ge=0)]
+RouteName = Annotated[str, _one_of(ROUTES)]
+
+
+@_STRICT
+class Change(TypedDict, total=False):
+    """A simulated call that kept a later one from reality (``routing.Change.to_dict``)."""
+
+    tool: str
+    turn: Count
+    server: str | None
+    affects: list[str] | None
+
+
+@_STRICT
+class Route(TypedDict):
+    """Where a routed call was answered and why, as ``routing.Decision.to_dict`` writes
+    it; a reopened session's router is taken up again from these."""
+
+    tool: str
+    route: RouteName
+    answered: Annotated[str, _one_of(ANSWERED)]
+    reason: str
+    turn: NotRequired[Count | None]
+    ruled: NotRequired[RouteName | None]
+    rule: NotRequired[Count | None]
+    on_failure: NotRequired[Annotated[str, _one_of(FALLBACKS)] | None]
+    server: NotRequired[str | None]
+    changes_state: NotRequired[bool | None]
+    affects: NotRequired[list[str] | None]
+    forced_by: NotRequired[Change | None]
+    fallback: NotRequired[str | None]
+    """Why reality did not answer a call routed to it, so the world model did."""
+    failed: NotRequired[str | None]
+    """Why reality did not answer a call whose rule says to fail then."""
+    edited: NotRequired[bool | None]
+    """The agent received a person's edit instead of reality's answer."""
+
+
+@_STRICT
+class Grounding(TypedDict):
+    """The real examples a turn's prompt was shown (``Grounding.to_dict``)."""
+
+    examples: list[int]
+    text: str
+    tokens: NotRequired[Count | None]
+    budget: NotRequired[Count | None]
+    found: NotRequired[Count | None]
+    cut: NotRequired[list[int] | None]
+    skipped: NotRequired[Count | None]
+    problem: NotRequired[str | None]
+
+
 @_STRICT
 class Attempt(TypedDict, total=False):
     """An earlier answer to a turn's action; restoring it reads every field here."""
@@ -241,6 +311,8 @@ class Turn(TypedDict):
     judgement: NotRequired[Verdict | None]
     attempts: NotRequired[list[Attempt] | None]
     reality: NotRequired[Reality | None]
+    route: NotRequired[Route | None]
+    grounding: NotRequired[Grounding | None]
 
 
 def _numbered(turns: list[Turn]) -> list[Turn]:
@@ -324,9 +396,6 @@ class Check(TypedDict):
     result: NotRequired[CheckResult | None]
 
 
-Count = Annotated[int, Field(ge=0)]
-
-
 @_STRICT
 class EpisodeFigures(TypedDict, total=False):
     """An episode's figures, as ``EpisodeFigures.to_dict`` writes them."""
@@ -358,6 +427,8 @@ class Twin(TypedDict):
     url: NotRequired[str | None]
     check: NotRequired[Check | None]
     figures: NotRequired[EpisodeFigures | None]
+    routes: NotRequired[str | None]
+    """Where the routing rules came from (a file, or the shipped default)."""
 
 
 def _one_id_each(branches: list[Branch] | None) -> list[Branch] | None:

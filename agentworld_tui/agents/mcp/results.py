@@ -66,6 +66,47 @@ def observation_result(
     )
 
 
+def real_result(
+    text: str, tool: types.Tool | None = None, *, tool_error: bool = False
+) -> types.CallToolResult | types.ErrorData:
+    """The tool result for reality's answer (``McpTwin``'s text: the structured content
+    as JSON where the real tool gave one, else its content's text), handed over as the
+    real server gave it: an error result stays one, a JSON-RPC error is that protocol
+    error, structured content goes as such where it fits the declared output schema.
+    Text that merely looks like a result envelope stays text. An answer that does not fit
+    the declared schema (a tools file that is not the real server's) is an error result
+    saying so, with reality's text: a client refuses a result without the structured
+    content it was promised."""
+    if tool_error:
+        data = _json_object(text)
+        if (
+            data is not None
+            and data.get("jsonrpc") == "2.0"
+            and isinstance(data.get("error"), dict)
+        ):
+            error = _error(data["error"])
+            if error is not None:
+                return error
+        return error_result(text)
+    if tool is not None and tool.output_schema is not None:
+        structured, shown, problem = structured_output(text, tool.output_schema)
+        if structured is None:
+            why = f"The real server's result did not fit the tool's output schema: {problem}"
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=why),
+                    types.TextContent(type="text", text=text),
+                ],
+                is_error=True,
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=shown)],
+            structured_content=structured,
+            is_error=False,
+        )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=False)
+
+
 def unfit_result(observation: str, problem: str, asked: int = 1) -> types.CallToolResult:
     """The error result for an observation that does not fit the tool's output schema:
     why, then the observation as it is."""

@@ -57,6 +57,7 @@ from agentworld_tui.agents.mcp.toolset import Toolset
 from agentworld_tui.agents.schedule import Schedule
 from agentworld_tui.domains.json_schema import CHECK_SECONDS
 from agentworld_tui.simulator import Simulator
+from agentworld_tui.simulator.routing import Reality
 from agentworld_tui.world.fictional_world import FictionalWorld
 
 __all__ = ["IDLE_SECONDS", "LEAVE_SECONDS", "MAX_SESSIONS", "AgentServer", "ServerError"]
@@ -87,9 +88,14 @@ class AgentServer(Steering):
         idle_seconds: float = IDLE_SECONDS,
         max_sessions: int = MAX_SESSIONS,
         check_seconds: float = CHECK_SECONDS,
+        reality: Reality | None = None,
     ) -> None:
+        """``reality``: a real twin of the served tools (every call shadowed, or routed by
+        its rules) and a trace store to ground the world model in; the caller starts the
+        twin and closes it after ``stop``."""
         self.simulator = simulator
         self.toolset = toolset
+        self.reality = reality
         self.url = ""
         """Where agents connect over HTTP, once started ("" otherwise)."""
         listeners = Listeners()
@@ -110,6 +116,7 @@ class AgentServer(Steering):
             listeners,
             CallChecker(toolset, check_seconds),
             schedule,
+            reality,
         )
         super().__init__(self._connections.open, listeners, toolset.domain.name)
         self._sweeper: asyncio.Task[None] | None = None

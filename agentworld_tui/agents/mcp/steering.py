@@ -26,6 +26,7 @@ from agentworld_tui.world.session import Session, Turn
 if TYPE_CHECKING:
     from agentworld_tui.agents.mcp.sessions import OpenSession
     from agentworld_tui.agents.schedule import Decision
+    from agentworld_tui.simulator.routing import RoutedSession
 
 log = logging.getLogger("agentworld.mcp")
 
@@ -45,7 +46,8 @@ class HeldObservation:
 
     call: AgentCall
     predicted: str
-    """The observation as the world model predicted it."""
+    """The observation as it would reach the agent: the world model's prediction, or
+    reality's answer where that is what the call delivers."""
     _answer: asyncio.Future[str | None] = field(repr=False)
     stopped: bool = False
 
@@ -92,6 +94,9 @@ class AgentCall:
     output schema."""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the call's turn is final and saved."""
+    failure: str = ""
+    """Why reality did not answer a call whose routing rule says to fail then ("" when
+    it did, or the call was not routed to it)."""
 
     @property
     def turn(self) -> Turn:
@@ -99,8 +104,9 @@ class AgentCall:
 
     @property
     def predicted(self) -> str:
-        """The observation as the world model predicted it, before anyone changed it."""
-        return self.turn.observation if self.held is None else self.held.predicted
+        """The turn's own observation before anyone changed it: the world model's
+        prediction (reality's answer for a call reality answered alone)."""
+        return self.turn.observation
 
 
 @dataclass(eq=False)
@@ -138,6 +144,9 @@ class AgentConnection:
     """A 2026-07-28 world (no MCP session): it ends after its idle time."""
     last_seen: float = field(default_factory=time.monotonic)
     """When its client last sent a request (``time.monotonic``)."""
+    routed: RoutedSession | None = None
+    """How its calls go between the world model and reality, where the server has a
+    twin or a trace store (made at its first call, from the session's recorded turns)."""
 
     @property
     def session(self) -> Session:

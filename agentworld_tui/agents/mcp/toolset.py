@@ -39,6 +39,7 @@ from agentworld_tui.domains.tool_call import (
     ToolCallDomain,
     tool_from_dict,
 )
+from agentworld_tui.reality.routing import ToolInfo
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.prompts import load_scenarios
@@ -305,3 +306,12 @@ def _pick_scenario(domain: str, wanted: str) -> Scenario:
             return scenario
     names = ", ".join(s.name for s in scenarios) or "none"
     raise ToolsetError(f"no {domain} scenario named {wanted!r}; the scenarios are: {names}")
+
+
+def tool_infos(toolset: Toolset) -> tuple[ToolInfo, ...]:
+    """The tools as routing rules see them: their names and MCP annotations, as
+    declared (a captured server's, a tools file's)."""
+    return tuple(
+        ToolInfo.from_definition(t.model_dump(by_alias=True, mode="json", exclude_none=True))
+        for t in toolset.declared
+    )

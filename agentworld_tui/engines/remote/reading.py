@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld_tui.engines.answer import answer_finished, deltas
 from agentworld_tui.engines.base import (
-    AnswerDelta,
     EngineError,
     EngineEvent,
     Finished,
@@ -180,11 +180,7 @@ class AnswerReader:
         yield from self._events((reasoning, answer, reset))
 
     def _events(self, fed: tuple[str, str, bool]) -> Iterator[EngineEvent]:
-        reasoning, answer, reset = fed
-        if reasoning:
-            yield ReasoningDelta(reasoning, self.counts.generated, self.counts.reasoning)
-        if answer or reset:
-            yield AnswerDelta(answer, self.counts.generated, reset)
+        return deltas(fed, self.counts.generated, self.counts.reasoning)
 
     def finished(
         self,
@@ -230,15 +226,4 @@ class AnswerReader:
             stop_reason=stop,
             n_ctx=n_ctx,
         )
-        return Finished(
-            split.reasoning,
-            split.observation,
-            split.closed_reasoning,
-            stats,
-            str(failure) if failure is not None else "",
-            raw=splitter.raw,
-            extraction=split.extraction,
-            notice=notice,
-            content=splitter.content,
-            error_kind=failure.kind if failure is not None else None,
-        )
+        return answer_finished(split, splitter, stats, failure=failure, notice=notice)
