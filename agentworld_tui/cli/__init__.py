@@ -24,6 +24,7 @@ from agentworld_tui.cli.launch import (
     merge_leading,
     settings_from_args,
 )
+from agentworld_tui.cli.routing_flags import add_routing_flags
 from agentworld_tui.cli.twin_flags import APP_TABS, add_twin_flags
 
 # Modules that add sub-commands: each has register(sub, engine_flags) and imports
@@ -66,6 +67,7 @@ def build_parser(commands: bool = True) -> argparse.ArgumentParser:
         "--twin-command/--twin-url)",
     )
     add_twin_flags(parser, LEADING)
+    add_routing_flags(parser, LEADING)
     if not commands:
         return parser
     engine = engine_flags()
@@ -83,17 +85,32 @@ def cmd_app(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         settings = settings_from_args(args)
+        from agentworld_tui.cli.routing_flags import app_routing_from_args
         from agentworld_tui.cli.twin_flags import app_twin_from_args
         from agentworld_tui.ui.app import AgentWorldApp
+        from agentworld_tui.ui.twinning import TwinRouting
 
         session = Path(args.session).expanduser() if getattr(args, "session", None) else None
-        twin = app_twin_from_args(args)
+        routing = app_routing_from_args(args)
         try:
-            app = AgentWorldApp(settings, session_file=session, twin=twin)
+            twin = app_twin_from_args(args)
+        except UserError:
+            if routing.traces is not None:
+                routing.traces.close()
+            raise
+        try:
+            app = AgentWorldApp(
+                settings,
+                session_file=session,
+                twin=twin,
+                twin_routing=TwinRouting(routing.rules, routing.traces, routing.grounding_budget),
+            )
             app.run()
         finally:
             if twin is not None:  # closed already when the app took it; else here
                 twin[1].runner.close()
+            if routing.traces is not None:
+                routing.traces.close()
         return app.return_code or 0
     finally:
         gc.enable()  # if the app ended before its tabs were built

@@ -5,6 +5,7 @@ model (``mcp serve``, ``env serve``, ``rollout``):
 ``--routes FILE|default`` (a rule file, or the shipped one), ``--traces FILE`` (a trace
 store: similar real answers go into the world model's prompt, and the real answers of
 this run are added to it where it can be written) and ``--grounding-budget TOKENS``.
+The app takes them for its MCP tab's twin (``app_routing_from_args``).
 With the twin flags (``cli/twin_flags.py``) ``reality_from_args`` checks everything,
 then starts the twin, into one ``simulator.routing.Reality`` (``mcp serve``: one twin for
 the server); ``episode_routing_from_args`` checks them for the front-ends that start a
@@ -40,7 +41,9 @@ def _budget(text: str) -> int:
     return int(text)
 
 
-def add_routing_flags(parser: argparse.ArgumentParser) -> None:
+def add_routing_flags(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
+    """``dest_prefix``: for the app, which takes them before any sub-command
+    (``launch.LEADING``, as ``add_twin_flags``)."""
     group = parser.add_argument_group(
         "routing and grounding",
         "send each call to the real twin, the world model or both, by rules; show the "
@@ -48,18 +51,21 @@ def add_routing_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--routes",
+        dest=dest_prefix + "routes",
         metavar="FILE|default",
         help="routing rules (TOML) for the calls, or 'default' for the shipped ones (reads "
         "real, everything else simulated); needs a twin. Without it, a twin shadows every call",
     )
     group.add_argument(
         "--traces",
+        dest=dest_prefix + "traces",
         metavar="FILE",
         help="a trace store (made if missing): similar earlier real answers of the same "
         "tool go into the world model's prompt, and this run's real answers are added to it",
     )
     group.add_argument(
         "--grounding-budget",
+        dest=dest_prefix + "grounding_budget",
         type=_budget,
         metavar="TOKENS",
         help=f"tokens the real examples may take in a prompt (default {DEFAULT_BUDGET})",
@@ -71,15 +77,12 @@ def rules_from_args(args: argparse.Namespace) -> RuleSet | None:
     line and problem for a file with an error."""
     if args.routes is None:
         return None
-    from agentworld_tui.reality.routing import RuleFileError, default_rules, load_rules
+    from agentworld_tui.reality.routing import RuleFileError, rules_named
 
-    wanted = args.routes.strip()
-    if not wanted:
-        raise UserError("--routes is empty: give a rule file, or 'default'")
+    if not args.routes.strip():
+        raise UserError(f"--routes is empty: give a rule file, or {SHIPPED_RULES!r}")
     try:
-        if wanted == SHIPPED_RULES:
-            return default_rules()
-        return load_rules(Path(wanted).expanduser())
+        return rules_named(args.routes)
     except RuleFileError as exc:
         raise UserError(f"--routes: {exc}") from None
 
@@ -161,6 +164,37 @@ def episode_routing_from_args(
     rules = rules_from_args(args)
     if rules is not None and not twinned:
         raise _routes_alone(domain)
+    return RoutingFlags(rules, store_from_args(args), args.grounding_budget)
+
+
+def app_routing_from_args(args: argparse.Namespace) -> RoutingFlags:
+    """For the app: the routing flags, for the MCP tab's twin given on the command line
+    (the app routes and grounds the MCP tab's calls); every mistake a UserError of one
+    line, before the twin starts. The caller closes the store."""
+    asked = [
+        flag
+        for flag, value in (
+            ("--routes", args.routes),
+            ("--traces", args.traces),
+            ("--grounding-budget", args.grounding_budget),
+        )
+        if value is not None
+    ]
+    if not asked:
+        return RoutingFlags()
+    server = args.twin_command is not None or args.twin_url is not None
+    sandbox = args.twin is not None or bool(args.twin_on_host)
+    if getattr(args, "tab", None) not in (None, "mcp") or (sandbox and not server):
+        raise UserError(
+            f"{asked[0]} is for the MCP tab in the app: its twin is the real server "
+            "(--twin-command CMD or --twin-url URL)"
+        )
+    if not server:
+        raise UserError(
+            f"{asked[0]} goes with the MCP tab's twin in the app: the real server the calls "
+            "may go to (--twin-command CMD or --twin-url URL)"
+        )
+    rules = rules_from_args(args)
     return RoutingFlags(rules, store_from_args(args), args.grounding_budget)
 
 

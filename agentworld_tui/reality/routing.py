@@ -381,6 +381,21 @@ def default_rules() -> RuleSet:
     return parse_rules(text, f"shipped:mcp/{RULES_FILE}")
 
 
+SHIPPED_RULES = "default"
+"""The name that picks the shipped rule set where a rule file's path is asked for."""
+
+
+def rules_named(wanted: str) -> RuleSet:
+    """The rules a front-end's choice names: ``"default"`` (the shipped set) or a rule
+    file's path (``~`` expanded); raises RuleFileError, for an empty choice too."""
+    wanted = wanted.strip()
+    if not wanted:
+        raise RuleFileError("rules", [(0, f"empty: give a rule file, or {SHIPPED_RULES!r}")])
+    if wanted == SHIPPED_RULES:
+        return default_rules()
+    return load_rules(Path(wanted).expanduser())
+
+
 def _fallback(value: str) -> Fallback:
     return "fail" if value == "fail" else "sim"
 

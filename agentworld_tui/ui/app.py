@@ -55,6 +55,7 @@ from agentworld_tui.world.workspace import Workspace
 if TYPE_CHECKING:
     from agentworld_tui.simulator.shadow import Shadow
     from agentworld_tui.ui.agent_serving import AgentServing, TabServing
+    from agentworld_tui.ui.twinning import TwinRouting
 
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 
@@ -77,8 +78,10 @@ class AgentWorldApp(App[int]):
         offer_resume: bool = True,
         offer_models: bool = True,
         twin: tuple[str, Shadow] | None = None,
+        twin_routing: TwinRouting | None = None,
     ) -> None:
-        """``twin``: a tab (its domain) and the twin started for it on the command line."""
+        """``twin``: a tab (its domain) and the twin started for it on the command line;
+        ``twin_routing``: the routing rules and trace store given there for it."""
         super().__init__()
         read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
@@ -94,7 +97,7 @@ class AgentWorldApp(App[int]):
             offer_models=offer_models,
         )
         self.tab_actions = TabActions(self, self.start_up.apply)
-        self.twin_actions = TwinActions(self, self.tab_actions.replace_session, twin)
+        self.twin_actions = TwinActions(self, self.tab_actions.replace_session, twin, twin_routing)
         self.judging = TurnJudging(self, settings.generation)
         self.saving = Saving(self, settings.ui)
         self.tabs_ready = asyncio.Event()

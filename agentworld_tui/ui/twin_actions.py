@@ -18,12 +18,16 @@ from agentworld_tui.ui.tab_actions import idle_pane
 from agentworld_tui.ui.twinning import (
     StartedTwin,
     TwinChoice,
+    TwinRouting,
     close_runner,
+    close_started,
     describe_spec,
     sandbox_backend,
+    tool_infos,
     with_server_tools,
 )
 from agentworld_tui.world.domain import Scenario
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session, new_session
 
 if TYPE_CHECKING:
@@ -45,6 +49,7 @@ class TwinActions:
         host: TwinActionsHost,
         replace_session: Callable[[DomainPane, Session], bool],
         at_start: tuple[str, Shadow] | None = None,
+        routing: TwinRouting | None = None,
     ) -> None:
         self.host = host
         self.replace_session = replace_session
@@ -52,6 +57,8 @@ class TwinActions:
         self.at_start = at_start
         """A tab (its domain) and the twin started for it on the command line, until the
         tabs are built and it is put beside that tab."""
+        self.routing = routing
+        """The routing rules and trace store given on the command line for that twin."""
 
     # -- the keys -----------------------------------------------------------------------
     def open_dialog(self) -> None:
@@ -73,7 +80,7 @@ class TwinActions:
                 host.notify(f"The {pane.domain.title} tab is no longer twinned.", timeout=5)
                 return
             if pane.busy:
-                close_runner(result.started.runner)
+                close_started(result.started)
                 host.notify("The tab was busy: the twin was not attached.", severity="warning")
                 return
             self.attach(pane, result.started)
@@ -121,19 +128,25 @@ class TwinActions:
         host = self.host
         choice, runner = started.choice, started.runner
         pane.reality.untwin()
+        own_tools = pane.session.scenario.extras.get("tools")
         scenario = self.twin_scenario(pane.session.scenario, started)
         session, problems = new_session(pane.domain, scenario)
         for problem in problems:
             host.notify(problem, severity="warning")
         if not self.replace_session(pane, session):
-            close_runner(runner)
+            close_started(started)
             return False
-        pane.reality.twin_with(choice, runner, started.first)
+        tools = tool_infos(started, own_tools) if choice.rules is not None else ()
+        pane.reality.twin_with(started, tools)
         host.save_session()
         side = "reality's answer" if choice.deliver == "real" else "the world model's prediction"
+        where = "goes to both"
+        if choice.rules is not None:
+            where = f"goes where the rules ({one_line(choice.rules.source)}) send it"
+        grounded = "; predictions are grounded in the trace store" if started.store else ""
         host.notify(
             f"Twinned with {describe_spec(choice.spec, sandbox_backend(runner))}. Each action "
-            f"goes to both; the agent receives {side}.",
+            f"{where}; the agent receives {side}{grounded}.",
             title=pane.domain.title,
             timeout=8,
         )
@@ -182,13 +195,22 @@ class TwinActions:
         if self.at_start is None:
             return
         domain, shadow = self.at_start
+        routing, self.routing = self.routing or TwinRouting(), None
         self.at_start = None
         pane = self.host.pane_for(domain)
         if pane is None or shadow.spec is None or shadow.first is None:
             close_runner(shadow.runner)
+            if routing.store is not None:
+                routing.store.close()
             return
-        choice = TwinChoice(shadow.spec, deliver=shadow.deliver, check=shadow.check)
-        started = StartedTwin(choice, shadow.runner, shadow.first)
+        choice = TwinChoice(
+            shadow.spec,
+            deliver=shadow.deliver,
+            check=shadow.check,
+            rules=routing.rules,
+            grounding_budget=routing.grounding_budget,
+        )
+        started = StartedTwin(choice, shadow.runner, shadow.first, store=routing.store)
         started = await asyncio.to_thread(with_server_tools, started)
         if self.attach(pane, started):
             self.host.show_tab(domain)
@@ -199,5 +221,8 @@ class TwinActions:
         if self.at_start is not None:  # the app closed before its tabs were built
             closing.append(close_runner(self.at_start[1].runner))
             self.at_start = None
+        if self.routing is not None and self.routing.store is not None:
+            self.routing.store.close()
+            self.routing = None
         for future in closing:
             await asyncio.wrap_future(future)

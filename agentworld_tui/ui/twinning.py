@@ -16,7 +16,9 @@ app's first frame does not wait for it.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
@@ -29,11 +31,18 @@ from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
     from agentworld_tui.reality.observation import RealObservation
+    from agentworld_tui.reality.routing import Decision, RuleSet, ToolInfo
     from agentworld_tui.reality.spec import Deliver, TwinSpec
+    from agentworld_tui.reality.traces import TraceStore
     from agentworld_tui.reality.twin import TwinRunner
-    from agentworld_tui.simulator import TurnRun, TurnUpdate
+    from agentworld_tui.simulator import Simulator, TurnRun, TurnUpdate
+    from agentworld_tui.simulator.routing import RoutedSession
     from agentworld_tui.simulator.shadow import Shadow
+    from agentworld_tui.ui.panes.base import RunOptions
     from agentworld_tui.ui.widgets.reality.twin_view import Mode, TwinView
+    from agentworld_tui.world.action import Action
+
+log = logging.getLogger("agentworld.twin")
 
 TWIN_VIEW = "twin-view"
 NOT_FOLLOWED = (
@@ -52,6 +61,23 @@ class TwinChoice:
     spec: TwinSpec
     deliver: Deliver = "real"
     check: str = ""
+    rules: RuleSet | None = None
+    """Routing rules for the calls (None: every call shadowed)."""
+    traces: str = ""
+    """A trace store's path ("": no grounding), opened when the twin starts."""
+    grounding_budget: int | None = None
+    """Tokens the real examples may take (None: the default)."""
+
+
+@dataclass(frozen=True)
+class TwinRouting:
+    """Routing and grounding given on the command line for the twin started there: the
+    rules (None: every call shadowed), the trace store, opened (closed with the twin),
+    and the grounding budget (None: the default)."""
+
+    rules: RuleSet | None = None
+    store: TraceStore | None = None
+    grounding_budget: int | None = None
 
 
 @dataclass
@@ -62,7 +88,10 @@ class LiveTwin:
     shadow: Shadow
     session: Session
     acted: list[Turn] = field(default_factory=list)
-    """The turns whose actions the twin carried out, in order (the very objects)."""
+    """The turns whose actions the twin carried out, or that its rules kept from it, in
+    order (the very objects)."""
+    routed: RoutedSession | None = None
+    """The session's calls routed by rules and grounded (None: every call shadowed)."""
 
     def follows(self, session: Session) -> bool:
         """Whether ``session`` shows the turns the twin acted on, and no other after them:
@@ -109,13 +138,65 @@ class StartedTwin:
     """An MCP server's own tool list (None: not read)."""
     tools_problem: str = ""
     """Why the server's tool list could not be read."""
+    store: TraceStore | None = None
+    """The trace store that grounds the world model (``choice.traces``, opened); closed
+    with the twin."""
+
+    def close(self) -> None:
+        """Close the twin and its trace store (blocking)."""
+        try:
+            self.runner.close()
+        finally:
+            if self.store is not None:
+                self.store.close()
 
 
 def start_twin(choice: TwinChoice) -> StartedTwin:
-    """Start the twin, and read a real MCP server's tool list (blocking: call it off the
-    event loop); a TwinStartError of one line says why it did not start."""
-    runner, first = choice.spec.start()
-    return with_server_tools(StartedTwin(choice, runner, first))
+    """Open the trace store, start the twin, and read a real MCP server's tool list
+    (blocking: call it off the event loop); a TwinStartError of one line says why it did
+    not start (nothing is left open then)."""
+    from agentworld_tui.reality.spec import TwinStartError
+
+    store = None
+    if choice.traces:
+        from pathlib import Path
+
+        from agentworld_tui.reality.traces import TraceStoreError, open_store
+
+        try:
+            store = open_store(Path(choice.traces).expanduser())
+        except TraceStoreError as exc:
+            raise TwinStartError(f"the trace store: {exc}") from None
+    try:
+        runner, first = choice.spec.start()
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    return with_server_tools(StartedTwin(choice, runner, first, store=store))
+
+
+def close_started(started: StartedTwin) -> concurrent.futures.Future[None]:
+    """Close a started twin that no tab took, and its store, on a thread of its own."""
+    return _closing(started.close)
+
+
+def tool_infos(started: StartedTwin, scenario_tools: object) -> tuple[ToolInfo, ...]:
+    """The tools as routing rules see them: the real server's own list with its
+    annotations, or (where it could not be read) the tab's scenario tools."""
+    from agentworld_tui.reality.routing import ToolInfo
+
+    listed = started.tools if started.tools is not None else scenario_tools
+    if not isinstance(listed, list):
+        return ()
+    infos: list[ToolInfo] = []
+    for definition in listed:
+        if isinstance(definition, dict):
+            try:
+                infos.append(ToolInfo.from_definition(definition))
+            except ValueError:
+                continue
+    return tuple(infos)
 
 
 def with_server_tools(started: StartedTwin) -> StartedTwin:
@@ -170,6 +251,8 @@ class TabReality:
         self.view: TwinView | None = None
         self.mode: Mode = "sides"
         self._following = True
+        self._routed_run: tuple[TurnRun, Decision | None] | None = None
+        """The running turn the rules routed, and their decision, until it is settled."""
 
     # -- the pane's hooks -----------------------------------------------------------------
     def send_options(self) -> ShadowOption:
@@ -180,19 +263,40 @@ class TabReality:
             return {}
         return {"shadow": twin.shadow}
 
+    def send(
+        self, simulator: Simulator, session: Session, action: Action, options: RunOptions
+    ) -> TurnRun:
+        """Start the turn of a person's action: where the twin's rules send it while the
+        twin follows the turns shown (grounded in the trace store when the world model
+        answers), else shadowed by the twin while it follows, else simulated. Raises
+        SimulatorError as ``Simulator.send`` does."""
+        twin = self.twin
+        routed = twin.routed if twin is not None else None
+        if twin is None or routed is None or not self._check_following():
+            return simulator.send(session, action, **options, **self.send_options())
+        from agentworld_tui.reality.traces import call_of
+
+        decision = routed.decide(call_of(session.domain.name, action.payload)[0])
+        grounding = routed.grounding(action, decision)  # a lookup of a few milliseconds
+        run = routed.send(simulator, action, decision, grounding, **options)
+        twin.acted.append(run.turn)
+        self._routed_run = (run, decision)
+        return run
+
     def turn_started(self, run: TurnRun) -> None:
         """A turn began in the tab (typed, retried, an agent's call, a pending turn)."""
         twin, turn = self.twin, run.turn
-        shadowed = False
+        shadowed = routed = False
         if twin is not None:
             from agentworld_tui.simulator.shadow import ShadowRun
 
             # A new turn of the twin's session in shadow mode: its action goes to the
             # twin now (a retry's turn has its real side already).
             shadowed = isinstance(run, ShadowRun) and turn.reality is None
-            if shadowed and run.session is twin.session:
+            routed = any(t is turn for t in twin.acted)
+            if shadowed and run.session is twin.session and not routed:
                 twin.acted.append(turn)
-        if shadowed or turn.reality is not None:
+        if shadowed or routed or turn.reality is not None:
             view = self.ensure_view()
             view.show_running(turn)
             real = getattr(run, "real", None)
@@ -206,12 +310,39 @@ class TabReality:
             self.view.show_real(real.text, real.status.value, real.error)
 
     def turn_finished(self, turn: Turn) -> None:
+        self._settle(turn)
         if self.view is not None and self.view.display:
             self.view.show_turn(turn)
 
+    def _settle(self, turn: Turn) -> None:
+        """A routed turn ended: a shadowed call whose reality failed falls back as its rule
+        says (the turn records it), and reality's answers go into the trace store."""
+        pending, self._routed_run = self._routed_run, None
+        twin = self.twin
+        if pending is None or pending[0].turn is not turn or twin is None or twin.routed is None:
+            return
+        run, decision = pending
+        routed = twin.routed
+        before = turn.route
+        why = routed.settle(run, decision)
+        if why:
+            turn.note = f"reality could not answer: {why}"
+        if (turn.route != before or why) and run.save is not None:
+            run.save(run.session)
+        found = routed.exchanges(run)
+        if found:
+
+            def keep() -> None:
+                try:
+                    routed.keep(found)
+                except Exception:  # the store closed meanwhile: the turn stands
+                    log.exception("a real answer was not kept in the trace store")
+
+            threading.Thread(target=keep, name="trace-keep", daemon=True).start()
+
     def turn_line(self, turn: Turn) -> Text | None:
-        """The line under a twinned turn in the transcript (None for other turns)."""
-        if turn.reality is None:
+        """The line under a twinned or routed turn in the transcript (None for others)."""
+        if turn.reality is None and turn.route is None and turn.grounding is None:
             return None
         from agentworld_tui.ui.widgets.reality.record import RealityRecord
 
@@ -224,7 +355,7 @@ class TabReality:
             self._check_following()
         session = self.pane.session
         twinned = self.twin is not None or session.twin is not None
-        if not twinned and not any(t.reality is not None for t in session.turns):
+        if not twinned and not any(_recorded(t) for t in session.turns):
             if self.view is not None:
                 self.view.display = False
             return
@@ -250,7 +381,7 @@ class TabReality:
         return self.view
 
     def last_twinned(self) -> Turn | None:
-        return next((t for t in reversed(self.pane.session.turns) if t.reality is not None), None)
+        return next((t for t in reversed(self.pane.session.turns) if _recorded(t)), None)
 
     def toggle_mode(self) -> Mode | None:
         """Side by side or diff; None when the tab shows no twinned turn."""
@@ -265,18 +396,43 @@ class TabReality:
             self.ensure_view().show_turn(turns[number - 1])
 
     # -- the twin's life --------------------------------------------------------------------
-    def twin_with(self, choice: TwinChoice, runner: TwinRunner, first: RealObservation) -> Shadow:
+    def twin_with(self, started: StartedTwin, tools: tuple[ToolInfo, ...] = ()) -> Shadow:
         """Put a started twin beside the tab's new session (``session``, made by the caller
-        from the twin's first state and already in the tab)."""
+        from the twin's first state and already in the tab), its calls routed by the
+        choice's rules (read against ``tools``) and grounded in its trace store."""
         from agentworld_tui.simulator.shadow import Shadow
 
-        shadow = Shadow(runner, choice.deliver, choice.spec, check=choice.check, first=first)
+        choice, runner = started.choice, started.runner
+        shadow = Shadow(
+            runner, choice.deliver, choice.spec, check=choice.check, first=started.first
+        )
         session = self.pane.session
         session.twin = shadow.describe()
         backend = sandbox_backend(runner)
         if backend and session.twin.get("backend") == "auto":
             session.twin["backend"] = backend  # what "auto" chose
-        self.twin = LiveTwin(choice, shadow, session)
+        routed = None
+        if choice.rules is not None or started.store is not None:
+            from agentworld_tui.reality.grounding import DEFAULT_BUDGET, Grounder
+            from agentworld_tui.simulator.routing import Reality
+
+            store = started.store
+            reality = Reality(
+                runner,
+                choice.spec,
+                choice.deliver,
+                choice.rules,
+                tools,
+                Grounder(store, budget=choice.grounding_budget or DEFAULT_BUDGET)
+                if store is not None
+                else None,
+                store if store is not None and store.writable else None,
+                started.first,
+            )
+            if choice.rules is not None:
+                session.twin["routes"] = choice.rules.source
+            routed = reality.open(session)
+        self.twin = LiveTwin(choice, shadow, session, routed=routed)
         self._following = True
         self.session_shown()
         return shadow
@@ -288,9 +444,23 @@ class TabReality:
         if twin is None:
             return None
         self.twin = None
+        self._routed_run = None
         if why:
             self.pane.app.notify(f"The {self.pane.domain.title} twin was closed: {why}.", timeout=6)
-        return close_runner(twin.shadow.runner)
+        store = (
+            twin.routed.reality.grounder.store
+            if twin.routed and twin.routed.reality.grounder
+            else None
+        )
+
+        def close() -> None:
+            try:
+                twin.shadow.runner.close()
+            finally:
+                if store is not None:
+                    store.close()
+
+        return _closing(close)
 
     def _check_following(self) -> bool:
         """Whether the twin follows the turns shown; says so when that changes."""
@@ -314,15 +484,24 @@ class TabReality:
         return self.twin is not None and self.twin.follows(self.pane.session)
 
 
+def _recorded(turn: Turn) -> bool:
+    """Whether a turn has a record of reality to show: a twin's answer, or a route."""
+    return turn.reality is not None or turn.route is not None
+
+
 def close_runner(runner: TwinRunner) -> concurrent.futures.Future[None]:
     """Close a twin on a thread of its own; the future says when it is gone."""
+    return _closing(runner.close)
+
+
+def _closing(close: Callable[[], None]) -> concurrent.futures.Future[None]:
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    def close() -> None:
+    def run() -> None:
         try:
-            runner.close()
+            close()
         finally:
             done.set_result(None)
 
-    threading.Thread(target=close, name="twin-close", daemon=True).start()
+    threading.Thread(target=run, name="twin-close", daemon=True).start()
     return done

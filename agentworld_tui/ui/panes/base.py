@@ -331,8 +331,7 @@ class DomainPane(Vertical):
             return False
         try:
             options = self._run_options()
-            shadow = self.reality.send_options()
-            run = self.host.simulator.send(self.session, action, **options, **shadow)
+            run = self.reality.send(self.host.simulator, self.session, action, options)
         except SimulatorError as exc:
             self.show_error(str(exc))
             return False

@@ -28,6 +28,7 @@ from agentworld_tui.ui.widgets.path_suggester import PathSuggester
 from agentworld_tui.world.sanitize import sanitize
 
 if TYPE_CHECKING:
+    from agentworld_tui.reality.routing import RuleSet
     from agentworld_tui.reality.sandbox import BackendChoice
     from agentworld_tui.reality.spec import Deliver
 
@@ -42,6 +43,11 @@ NO_TWIN = {
     "os": "a desktop",
     "search": "a search engine",
 }
+DEFAULT_BUDGET = 2000
+MIN_BUDGET = 100
+MAX_BUDGET = 200_000
+"""The grounding budget's default and bounds, in tokens (``reality.grounding``'s default,
+the command line's bounds; written out: the dialog opens without loading reality)."""
 HOST_WARNING = (
     "DANGEROUS: run on this machine itself, unsandboxed: the agent's commands act on your "
     "files, processes and network"
@@ -113,10 +119,11 @@ class TwinDialog(ModalScreen[TwinDialogResult | None]):
                     yield Button("Close", id="cancel", variant="primary")
                 return
             with VerticalScroll(id="twin-form"):
+                routed = "" if self.domain in SANDBOX_DOMAINS else " (or where routing rules say)"
                 yield Static(
                     Text(
-                        "Each action goes to the world model and to the twin at once; the "
-                        "tab shows the prediction beside reality, with how far they differ. "
+                        f"Each action goes to the world model and to the twin at once{routed}; "
+                        "the tab shows the prediction beside reality, with how far they differ. "
                         "The tab starts afresh (its turns are kept as a saved session)."
                     ),
                     classes="hint",
@@ -185,6 +192,29 @@ class TwinDialog(ModalScreen[TwinDialogResult | None]):
         with Horizontal(classes="row"):
             yield Label("or its URL (HTTP)")
             yield Field(placeholder="http://127.0.0.1:8000/mcp", id="url", compact=True)
+        with Horizontal(classes="row"):
+            yield Label("Routing rules (optional)")
+            yield Field(
+                placeholder="default, or a rule file (TOML); empty: every call goes to both",
+                id="routes",
+                suggester=PathSuggester(),
+                compact=True,
+            )
+        with Horizontal(classes="row"):
+            yield Label("Trace store (optional)")
+            yield Field(
+                placeholder="a file of real answers to ground the predictions (made if missing)",
+                id="traces",
+                suggester=PathSuggester(),
+                compact=True,
+            )
+        with Horizontal(classes="row"):
+            yield Label("Grounding budget")
+            yield Field(
+                placeholder=f"tokens the real examples may take (default {DEFAULT_BUDGET})",
+                id="grounding-budget",
+                compact=True,
+            )
 
     def on_mount(self) -> None:
         if not self.has_twin:
@@ -226,7 +256,41 @@ class TwinDialog(ModalScreen[TwinDialogResult | None]):
         problem = spec.problem()
         if problem:
             raise ValueError(problem)
-        return TwinChoice(spec, deliver=deliver, check=check)
+        if self.domain in SANDBOX_DOMAINS:
+            return TwinChoice(spec, deliver=deliver, check=check)
+        return TwinChoice(
+            spec,
+            deliver=deliver,
+            rules=self._rules(),
+            traces=self._value("traces"),
+            grounding_budget=self._budget(),
+        )
+
+    def _rules(self) -> RuleSet | None:
+        """The rules the form names (None: none); ValueError with the file, line and
+        problem for a file with an error."""
+        from agentworld_tui.reality.routing import RuleFileError, rules_named
+
+        wanted = self._value("routes")
+        if not wanted:
+            return None
+        try:
+            return rules_named(wanted)
+        except RuleFileError as exc:
+            raise ValueError(f"the routing rules: {exc}") from None
+
+    def _budget(self) -> int | None:
+        text = self._value("grounding-budget")
+        if not text:
+            return None
+        if not self._value("traces"):
+            raise ValueError("the grounding budget goes with a trace store")
+        if not text.isdigit() or not MIN_BUDGET <= int(text) <= MAX_BUDGET:
+            raise ValueError(
+                f"the grounding budget is a whole number of tokens from {MIN_BUDGET} to "
+                f"{MAX_BUDGET}"
+            )
+        return int(text)
 
     # -- acting -------------------------------------------------------------------------
     def say(self, error: str = "", busy: str = "") -> None:
@@ -286,15 +350,15 @@ class TwinDialog(ModalScreen[TwinDialogResult | None]):
             self.app.call_from_thread(self._started, started, error)
         except RuntimeError:  # the app has closed meanwhile
             if started is not None:
-                started.runner.close()
+                started.close()
 
     def _started(self, started: StartedTwin | None, error: str) -> None:
         self.starting = False
         if self.closed:
             if started is not None:
-                from agentworld_tui.ui.twinning import close_runner
+                from agentworld_tui.ui.twinning import close_started
 
-                close_runner(started.runner)
+                close_started(started)
             return
         if started is None:
             self.query_one("#start", Button).disabled = False

@@ -45,6 +45,8 @@ class Routed:
     reason: str
     rule: int | None
     fallback: str
+    failed: str = ""
+    """Why reality did not answer a call whose rule says to fail then."""
 
     @classmethod
     def of(cls, data: object) -> Routed | None:
@@ -57,7 +59,17 @@ class Routed:
             reason=str(found.get("reason") or ""),
             rule=_whole(found.get("rule")),
             fallback=str(found.get("fallback") or ""),
+            failed=str(found.get("failed") or ""),
         )
+
+    def label(self) -> str:
+        """Where the call was answered and why, on one line: "answered: real (rule 2...)"."""
+        out = f"answered: {'none' if self.failed else self.answered}"
+        if self.failed:
+            out += f" (reality failed: {one_line(self.failed)[:MAX_REASON]})"
+        elif self.reason:
+            out += f" ({one_line(self.reason)[:MAX_REASON]})"
+        return out
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,7 @@ class RealityRecord:
     score: float | None
     diverged: bool | None
     delivered: str
-    """"real" or "sim"."""
+    """"real" or "sim" ("none": reality failed a call whose rule says to fail then)."""
     note: str
     predicted: str
     route: Routed | None = None
@@ -124,10 +136,18 @@ class RealityRecord:
 
     @classmethod
     def of(cls, turn: Turn) -> RealityRecord | None:
-        """The record of ``turn``, or None for a turn no twin saw and no router decided."""
+        """The record of ``turn``, or None for a turn no twin saw and no router decided.
+        The route and the grounding are the turn's own (``turn.route``,
+        ``turn.grounding``); a record that holds them in ``reality`` is read too."""
         reality = _mapping(turn.reality)
+        route = Routed.of(turn.route)
+        grounding = Grounded.of(turn.grounding)
         if reality is None:
-            return None
+            if route is None and grounding is None:
+                return None
+            return cls._unshadowed(turn, route, grounding)
+        route = route or Routed.of(reality.get("route"))
+        grounding = grounding or Grounded.of(reality.get("grounding"))
         real = _mapping(reality.get("real"))
         divergence = _mapping(reality.get("divergence"))
         status = str(real.get("status", "ok")) if real is not None else ""
@@ -146,8 +166,52 @@ class RealityRecord:
             delivered="real" if reality.get("delivered") == "real" else "sim",
             note=str(reality.get("note") or reality.get("error") or ""),
             predicted=turn.observation,
-            route=Routed.of(reality.get("route")),
-            grounding=Grounded.of(reality.get("grounding")),
+            route=route,
+            grounding=grounding,
+        )
+
+    @classmethod
+    def _unshadowed(
+        cls, turn: Turn, route: Routed | None, grounding: Grounded | None
+    ) -> RealityRecord:
+        """A routed turn one side answered alone: reality (its answer is the turn's
+        observation, ``stats["real"]`` says how it came) or the world model."""
+        how = _mapping(turn.stats.get("real")) if route is not None else None
+        by_reality = how is not None and route is not None and route.answered == "real"
+        if by_reality and how is not None:
+            status = str(how.get("status", "ok"))
+            return cls(
+                number=turn.number,
+                real_text=turn.observation,
+                status=status,
+                error=str(how.get("error") or ""),
+                elapsed=_number(how.get("elapsed")),
+                exit_code=_whole(how.get("exit_code")),
+                tool_error=bool(how.get("tool_error")),
+                score=None,
+                diverged=None,
+                delivered="real",
+                note="",
+                predicted="",
+                route=route,
+                grounding=grounding,
+            )
+        failed = route.failed if route is not None else ""
+        return cls(
+            number=turn.number,
+            real_text=None,
+            status="error" if failed else "",
+            error=failed,
+            elapsed=None,
+            exit_code=None,
+            tool_error=False,
+            score=None,
+            diverged=None,
+            delivered="none" if failed else "sim",
+            note="",
+            predicted=turn.observation,
+            route=route,
+            grounding=grounding,
         )
 
     @property
@@ -207,9 +271,10 @@ class RealityRecord:
         text.append(self.figures(), style=STYLES[self.kind])
         text.append(f" · delivered: {self.delivered}", style="bold")
         if self.route is not None:
-            text.append(f" · answered: {self.route.answered}", style="cyan")
-            if self.route.reason:
-                text.append(f" ({one_line(self.route.reason)[:MAX_REASON]})", style="dim")
+            answered, _, why = self.route.label().partition(" (")
+            text.append(f" · {answered}", style="cyan")
+            if why:
+                text.append(f" ({why}", style="dim")
         if self.grounding is not None:
             text.append(f" · {self.grounding.label()}", style="cyan")
         if self.note:

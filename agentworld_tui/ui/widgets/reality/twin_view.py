@@ -186,9 +186,12 @@ class TwinView(Vertical):
         head.append(record.figures(), style=STYLES[record.kind])
         head.append(f" · delivered: {record.delivered}")
         if record.route is not None:
-            head.append(f" · answered: {record.route.answered}", style="cyan")
+            answered = record.route.label().partition(" (")[0]
+            head.append(f" · {answered}", style="cyan")
         if record.grounding is not None:
             head.append(f"\n{record.grounding.label()}", style="cyan")
+        if record.route is not None and record.route.failed:
+            head.append(f"\nreality failed: {one_line(record.route.failed)}", style="yellow")
         if record.route is not None and record.route.reason:
             head.append(f"\nwhy: {one_line(record.route.reason)}", style="dim")
         self._head(head)
