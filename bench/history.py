@@ -127,7 +127,7 @@ def play(path: Path, turns: int, n_ctx: int, detour: str = "") -> list[dict[str,
 
     def unanswered(text: str) -> list[int]:
         """Send the action, stop it once its prompt is read: no answer, left out."""
-        turn = session.begin_turn(domain.make_action([command(text)]))
+        turn = session.begin_turn(domain.make_action([command(text)], session.scenario))
         control = GenerationControl()
         for event in run_turn(engine, session, turn, params, control):
             if isinstance(event, PromptProgress) and event.evaluated == event.total:
@@ -137,7 +137,7 @@ def play(path: Path, turns: int, n_ctx: int, detour: str = "") -> list[dict[str,
 
     def undone(text: str) -> list[int]:
         """Play another action to the end, then undo it."""
-        turn = session.begin_turn(domain.make_action([command(text)]))
+        turn = session.begin_turn(domain.make_action([command(text)], session.scenario))
         for _event in run_turn(engine, session, turn, params, GenerationControl()):
             pass
         tokens = prompt_of(turn)[1]
@@ -151,7 +151,7 @@ def play(path: Path, turns: int, n_ctx: int, detour: str = "") -> list[dict[str,
                 previous = unanswered(action)
             elif detour == "undo":
                 previous = undone(f"echo undone {n}")
-            turn = session.begin_turn(domain.make_action([command(action)]))
+            turn = session.begin_turn(domain.make_action([command(action)], session.scenario))
             for _event in run_turn(engine, session, turn, params, GenerationControl()):
                 pass
             messages, tokens = prompt_of(turn)
@@ -239,7 +239,7 @@ class Conversation:
         """The terminal action that types ``text`` and Enter."""
         from agentworld_tui.domains.terminal import command
 
-        return self.domain.make_action([command(text)])
+        return self.domain.make_action([command(text)], self.session.scenario)
 
     def action(self, text: str) -> Any:
         return self.session.begin_turn(self.make(text))

@@ -150,7 +150,7 @@ async def start_turn(app: Any, engine: HeldTurnEngine, tokens: list[str], kind: 
     await asyncio.sleep(0.05)
     text = "".join(tokens)
     engine.result = (text, "done") if kind == "reasoning" else ("thinking", text)
-    assert pane.send(pane.domain.make_action([command("find .")]))
+    assert pane.send(pane.domain.make_action([command("find .")], session.scenario))
     await asyncio.sleep(0.05)  # the prompt is built; the pane waits for the first delta
     return pane
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
 
@@ -29,13 +30,15 @@ class PtyApp:
         args: list[str],
         size: tuple[int, int] = (120, 36),
         env: dict[str, str] | None = None,
+        program: Sequence[str] = (sys.executable, "-m", "agentworld_tui"),
     ) -> None:
+        """``program`` is the command the arguments follow: an installed ``agentworld``."""
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         environ = dict(os.environ, TERM="xterm-256color", COLUMNS=str(size[0]))
         environ.update(LINES=str(size[1]), **(env or {}))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentworld_tui", *args],
+            [*program, *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,

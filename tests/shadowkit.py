@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 from realitykit import any_backend, living_in
 
 from agentworld_tui.domains import get_domain
+from agentworld_tui.reality.sandbox import Sandbox
 from agentworld_tui.reality.spec import Deliver, TwinSpec
 from agentworld_tui.simulator.shadow import Shadow
 from agentworld_tui.world.action import Action
@@ -42,20 +44,31 @@ def twinned_session(shadow: Shadow) -> Session:
     return session
 
 
+def sandbox_of(shadow: Shadow) -> Sandbox:
+    box = getattr(shadow.runner.twin, "sandbox", None)
+    assert isinstance(box, Sandbox)
+    return box
+
+
 def sandbox_processes(shadow: Shadow) -> list[int]:
-    twin = shadow.runner.twin
-    box = getattr(twin, "sandbox", None)
-    assert box is not None
-    namespace = box.namespace()
+    namespace = sandbox_of(shadow).namespace()
     assert namespace
     return [int(pid) for pid in living_in(namespace)]
 
 
-def signal_sandbox(shadow: Shadow, signum: signal.Signals) -> None:
+def signal_sandbox(shadow: Shadow, signum: signal.Signals, timeout: float = 60) -> None:
     """Send ``signum`` to every process of the twin's sandbox (SIGSTOP: it hangs;
-    SIGKILL: it is gone)."""
+    SIGKILL: it is gone, and this returns once the sandbox is seen ended: until its
+    processes are reaped it still looks alive, longer on a loaded machine)."""
+    box = sandbox_of(shadow)
     for pid in sandbox_processes(shadow):
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
             continue
+    if signum == signal.SIGKILL:
+        deadline = time.monotonic() + timeout
+        while box.alive():
+            if time.monotonic() > deadline:
+                raise AssertionError("the sandbox still runs after SIGKILL")
+            time.sleep(0.02)

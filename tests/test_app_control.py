@@ -108,8 +108,12 @@ async def test_max_tokens_caps_the_world_model_not_the_judge(model: Path) -> Non
     """--max-tokens is for the world model's turns; the judge has its own limit
     (``[generation] judge_max_tokens``), which F11's dialog shows and takes."""
     app = make_app(model, max_tokens=200, judge_max_tokens=3000)
+    # The progress screen shows only while the judge writes: a quick judge can come and
+    # go between two looks at the screen, so every screen shown is kept.
+    shown: list[Screen[object]] = []
     async with app.run_test(size=(130, 40)) as pilot:
-        await asyncio.wait_for(app.model_ready.wait(), 30)
+        app.screen_change_signal.subscribe(app, shown.append, immediate=True)
+        await asyncio.wait_for(app.model_ready.wait(), 60)
         await pilot.press(*"ls", "enter")
         await wait_for(pilot, turn_done(app))
         await pilot.press("f11")
@@ -118,9 +122,9 @@ async def test_max_tokens_caps_the_world_model_not_the_judge(model: Path) -> Non
         assert field.value == "3000"
         field.value = "2500"
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeProgress")
-        assert app.screen.run.params.max_tokens == 2500  # type: ignore[attr-defined]
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 60)
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "JudgeView", 120)
+    [progress] = [s for s in shown if s.__class__.__name__ == "JudgeProgress"]
+    assert progress.run.params.max_tokens == 2500  # type: ignore[attr-defined]
 
 
 class Loads(logging.Handler):

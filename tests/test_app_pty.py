@@ -5,16 +5,8 @@ model ids and error bodies carry them. Not one of them reaches the terminal's by
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
 import threading
 import time
 from dataclasses import replace
@@ -24,6 +16,7 @@ import pytest
 from conftest import ScriptedModel
 from faultserver import FaultServer, Reply
 from ptyapp import PtyApp
+from realitykit import any_backend
 from test_cli_output import HOSTILE
 
 from agentworld_tui.domains import DOMAINS, get_domain
@@ -65,54 +58,34 @@ def hostile_session_file(path: Path) -> None:
     Workspace([session], name=f"Shared {HOSTILE}").save(path)
 
 
+STYLE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+"""A control sequence that colours or moves the cursor: the text the app draws is
+written between them."""
+
+
+def wait_for_drawn(app: PtyApp, text: str, timeout: float = 120) -> None:
+    """Read until ``text`` is drawn after the bytes last sent, whatever styles or cursor
+    moves were written between its characters."""
+    end = time.monotonic() + timeout
+    while text not in STYLE.sub(b"", app.written[app.mark :]).decode("utf-8", "replace"):
+        if time.monotonic() > end or app.process.poll() is not None:
+            raise AssertionError(f"{text!r} never drawn: {bytes(app.written[-1500:])!r}")
+        app.read(0.1)
+
+
 def run_app(args: list[str], server: FaultServer, size: tuple[int, int]) -> bytes:
-    """Start the app on a pty of ``size``, type a command once it is up, then quit with
-    Ctrl+Q; every byte it wrote."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(size[0]), LINES=str(size[1]))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentworld_tui", *args],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        close_fds=True,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(slave)
-    written = bytearray()
-    sent: list[bytes] = []
-    started = time.monotonic()
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                written += chunk
-            elapsed = time.monotonic() - started
-            if not sent and elapsed > 6:
-                sent.append(b"\r")  # answers the question about the shared file, if asked
-                os.write(master, b"\r")
-            elif len(sent) == 1 and elapsed > 9:
-                sent.append(b"ls\r")
-                os.write(master, b"ls\r")
-            elif len(sent) == 2 and (server.chat_requests() or elapsed > 25):
-                time.sleep(2)  # the error is drawn
-                sent.append(b"\x11")
-                os.write(master, b"\x11")  # Ctrl+Q
-            if elapsed > 90:
-                raise AssertionError("the app did not quit")
-    finally:
-        os.close(master)
-        code = process.wait(timeout=60)
-    assert code == 0, bytes(written[-2000:])
-    return bytes(written)
+    """Start the app on a pty of ``size``, type a command once the session file is open
+    and the model ready, wait until the turn's error is drawn, then quit with Ctrl+Q;
+    every byte it wrote."""
+    with PtyApp(args, size) as app:
+        app.wait_for("Opened")
+        app.wait_for("ctx 0/")  # the model is ready
+        app.send(b"ls\r")
+        wait_for_drawn(app, "│ error")  # the status line says the turn ended in an error
+        assert server.chat_requests(), "the command never reached the server"
+        code = app.quit()
+    assert code == 0, bytes(app.written[-2000:])
+    return bytes(app.written)
 
 
 @pytest.mark.parametrize(
@@ -328,6 +301,33 @@ def test_a_hostile_agent_over_ctrl_b_reaches_no_tab_raw(scripted_model: Scripted
             agent_call(app, url[-1].decode(), *calls[name])
         assert app.quit() == 0
     assert_shown_clean(bytes(app.written), f"k2{CLEAN}", f"c2{CLEAN}")
+
+
+def test_a_twin_s_hostile_answer_reaches_the_terminal_clean(
+    scripted_model: ScriptedModel, tmp_path: Path
+) -> None:
+    """A SWE tab twinned on the command line with a real sandbox whose repository holds a
+    file of hostile text and markup: the real shell's answer, raw in the record, is shown
+    beside the prediction cleaned, and the markup as the text it is."""
+    backend = any_backend()
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    (repository / "evil.txt").write_text(f"e3{HOSTILE} [bold]m3[/bold]")
+    model = scripted_model(
+        f"x</think><predicted_observation>{PREDICTED}</predicted_observation>",
+        n_ctx_train=16384,
+    )
+    args = ["--model", str(model), "--tab", "swe", "--twin", backend]
+    with PtyApp([*args, "--twin-seed", str(repository)], size=(200, 50)) as app:
+        app.wait_for("ctx 0/")  # the model is loaded
+        app.wait_for("Twinned with")
+        app.send(b"\x01")  # Ctrl+A: the arguments editor's text, to be replaced
+        app.send(b'{"command": "cat evil.txt"}')
+        app.send(b"\x13")  # Ctrl+S
+        app.wait_for("delivered: real", after=app.mark)
+        app.read(1)
+        assert app.quit() == 0
+    assert_shown_clean(bytes(app.written), f"e3{CLEAN}", "[bold]m3[/bold]", PREDICTED)
 
 
 def test_a_session_file_of_another_domain_opens_on_its_tab(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # `python -m pytest -m bench`
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 NUMBER = r"-?\d+(?:\.\d+)?"
 MEDIAN = rf"median {NUMBER}"

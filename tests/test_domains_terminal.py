@@ -216,3 +216,17 @@ def test_refused_forms_say_why(text: str, field: str, reason: str) -> None:
 def test_an_empty_entry_list_is_the_finished_task_in_every_form() -> None:
     assert TERMINAL.make_action([], BLANK) == TERMINAL.parse_action("[]", BLANK)
     assert TERMINAL.make_action([], BLANK) == TERMINAL.task_complete()
+
+
+def test_json_text_within_the_limit_is_taken_however_it_was_spaced() -> None:
+    """The limit on a JSON action holds its shortest text, so text that fits is taken: the
+    same list, written compactly up to the limit, is not refused once it is read back."""
+    domain = TerminalDomain()
+    scenario = BLANK
+    entries = (200_000 - 1) // 4  # '["a",' ... '"a"]': 199,999 characters
+    text = "[" + ",".join(['"a"'] * entries) + "]"
+    assert len(text) < 200_000
+    action = domain.parse_action(text, scenario)
+    assert len(action.payload) == entries
+    with pytest.raises(ActionError, match="longer than 200,000 characters"):
+        domain.parse_action(text[:-1] + ',"a"]', scenario)

@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.bench  # `python -m pytest -m bench`
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "env.py"
 NUMBER = r"-?\d+(?:\.\d+)?"
 
@@ -56,4 +60,34 @@ def test_the_http_client_comparison_prints_its_figures() -> None:
     for kind in ("http.client", "httpx", "sdk", "aiohttp", "control"):
         pattern = rf"  {re.escape(kind)} +median {NUMBER}  \[{NUMBER}\]"
         assert re.search(pattern, done.stdout), f"missing {pattern!r} in:\n{done.stdout}"
+    assert "Traceback" not in done.stderr
+
+
+def test_the_hostile_environment_benchmark_prints_its_figures() -> None:
+    """bench/env_hostile.py (issue 38): env serve's sessions beside each hostile kind, and
+    the server's descriptors and memory around abandoned sessions."""
+    script = BENCH.parent / "env_hostile.py"
+    here = {**os.environ, "PYTHONPATH": str(BENCH.parents[1])}
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=here,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    rate = rf"{NUMBER} steps/s \({NUMBER} of the limit\)   {NUMBER}   0 failed"
+    for pattern in (
+        rf"mcp, alone +{rate}",
+        rf"mcp, \^\(a\|aa\)\+\$ on 81 characters .* +{rate}   \d+ hostile steps, \d+ refused",
+        rf"mcp, the most distinct objects .* +{rate}   \d+ hostile steps, 0 refused",
+        rf"terminal, 49,999 one-key entries .* +{rate}   \d+ hostile steps, 0 refused",
+        r"1 rounds of 60 sessions .* then 10 left open .* --session-idle-timeout 1 closed",
+        rf"before: descriptors \d+, resident {NUMBER} MiB",
+        rf"round 1: 60 stepped and dropped: descriptors \d+, resident {NUMBER} MiB",
+        rf"10 stepped and left open: descriptors \d+, resident {NUMBER} MiB; {NUMBER} s "
+        rf"later: descriptors \d+, resident {NUMBER} MiB",
+    ):
+        assert re.search(pattern, out), f"missing {pattern!r} in:\n{out}"
     assert "Traceback" not in done.stderr

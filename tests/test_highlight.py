@@ -74,7 +74,8 @@ def as_predicted(screen: str, tab: int = 8) -> str:
 
 
 def pane_highlighter(name: str) -> Callable[[str], list[Text]]:
-    pane = pane_class(name)(DOMAINS[name], first_scenario(name), None)  # type: ignore[arg-type]
+    domain = DOMAINS[name]
+    pane = pane_class(domain)(domain, first_scenario(name), None)  # type: ignore[arg-type]
     return pane.highlight_observation
 
 

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.bench  # `python -m pytest -m bench`
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "mcp.py"
 NUMBER = r"-?\d+(?:\.\d+)?"
 MS = rf"p50 +{NUMBER} ms +p95 +{NUMBER} ms"

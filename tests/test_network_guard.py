@@ -33,6 +33,7 @@ from test_app import _isolated, ls_model, make_app, wait_for
 
 from agentworld_tui.agents.guard import Guard, GuardError, authority, is_loopback, token_of
 from agentworld_tui.ui.app import AgentWorldApp
+from agentworld_tui.ui.screens.sessions import ConfirmScreen
 
 __all__ = ["_isolated", "ls_model"]  # fixtures from test_app: config and data in tmp_path
 
@@ -309,7 +310,9 @@ async def test_ctrl_b_answers_the_same_hostile_requests_alike(ls_model: Path) ->
     app: AgentWorldApp = make_app(ls_model)
     async with app.run_test(size=(120, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 60)
-        await pilot.press("ctrl+b")
+        await pilot.press("ctrl+b")  # it asks first; Y serves the tab
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         await wait_for(pilot, lambda: bool(app.serving))
         [serving] = app.serving.values()
         port = int(serving.url.rsplit(":", 1)[1].split("/")[0])

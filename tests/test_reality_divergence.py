@@ -175,6 +175,7 @@ def test_run_figures_sum_the_episodes() -> None:
     assert run.first_divergence_median == 1.5
 
 
+@pytest.mark.bench
 def test_the_benchmark_runs_and_prints_every_size() -> None:
     import subprocess
     import sys

@@ -345,6 +345,7 @@ def test_a_damaged_record_reads_as_simulated() -> None:
     assert (shadow.answered, shadow.delivered) == ("both", "real")
 
 
+@pytest.mark.bench
 def test_the_routing_benchmark_runs() -> None:
     result = subprocess.run(
         [sys.executable, str(BENCH / "routing.py"), "--quick"],

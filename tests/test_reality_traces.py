@@ -396,6 +396,7 @@ def test_import_reports_add_up() -> None:
     )
 
 
+@pytest.mark.bench
 def test_the_retrieval_benchmark_runs() -> None:
     result = subprocess.run(
         [sys.executable, str(BENCH / "retrieval.py"), "--quick"],

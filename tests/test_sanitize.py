@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+from agentworld_tui.world.sanitize import StreamSanitizer, one_line, sanitize
 
 ALLOWED_CONTROLS = {"\n", "\t"}
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -119,6 +119,24 @@ def test_output_never_holds_a_control(text: str) -> None:
     for out in (sanitize(text), stream(list(text))):
         assert "\x1b" not in out
         assert not [ch for ch in out if is_harmful(ch)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(escape_text, st.text(max_size=100)), limit=st.integers(1, 60))
+def test_one_line_is_one_clean_bounded_line(text: str, limit: int) -> None:
+    line = one_line(text)
+    assert line == " ".join(sanitize(text).split())
+    assert "\n" not in line and "  " not in line and line == line.strip()
+    assert not [ch for ch in line if is_harmful(ch)]
+    bounded = one_line(text, limit)
+    assert len(bounded) <= limit
+    assert bounded == line or (bounded.endswith("…") and line.startswith(bounded[:-1]))
+
+
+def test_one_line_says_where_it_cut() -> None:
+    assert one_line("\x1b[31mred\x1b[0m\n  and\tblue\r\n") == "red and blue"
+    assert one_line("abcdef", 4) == "abc…"
+    assert one_line("abcd", 4) == "abcd"
 
 
 def test_long_unterminated_sequence_is_not_held_forever() -> None:

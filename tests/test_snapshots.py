@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from ggufgen import write_scripted_model
+from snapshotkit import settled
+from test_app import wait_for
 
 from agentworld_tui.config import Settings
 from agentworld_tui.ui.app import AgentWorldApp
@@ -45,9 +47,6 @@ async def freeze_status(app: AgentWorldApp) -> None:
     pane.status.tokens_per_second = 42.0
     pane.status.elapsed = 1.5
     app.show_status()
-    # A blinking cursor would be caught on or off at random.
-    for widget in app.query("Input"):
-        widget.cursor_blink = False
 
 
 def test_main_screen_after_a_turn(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -55,17 +54,18 @@ def test_main_screen_after_a_turn(snap_compare, tmp_path: Path) -> None:  # type
     app = app_for(model)
 
     async def run(pilot) -> None:  # type: ignore[no-untyped-def]
-        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await asyncio.wait_for(app.model_ready.wait(), 120)
         await pilot.press(*"ls -la", "enter")
         pane = app.active_pane
         assert pane is not None
         tab = app.tabs().get_tab("tab-terminal")
         # Done when the turn is recorded and the app has handled its end (tab mark cleared).
-        while not pane.session.turns or pane.busy or "●" in str(tab.label):
-            await pilot.pause(0.02)
-        await pilot.pause(0.2)
+        await wait_for(
+            pilot, lambda: bool(pane.session.turns) and not pane.busy and "●" not in str(tab.label)
+        )
+        await settled(app, pilot)
         await freeze_status(app)
-        await pilot.pause()
+        await settled(app, pilot)
 
     assert snap_compare(app, run_before=run, terminal_size=(110, 30))
 
@@ -74,12 +74,17 @@ def test_first_start_without_a_model(snap_compare) -> None:  # type: ignore[no-u
     app = app_for(None)
 
     async def run(pilot) -> None:  # type: ignore[no-untyped-def]
-        await pilot.pause()
-        for widget in app.query("Input"):
-            widget.cursor_blink = False
+        await asyncio.wait_for(app.tabs_ready.wait(), 120)
+        await settled(app, pilot)
 
     assert snap_compare(app, run_before=run, terminal_size=(110, 30))
 
 
 def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
-    assert snap_compare(app_for(None), press=["f1"], terminal_size=(110, 40))
+    app = app_for(None)
+
+    async def run(pilot) -> None:  # type: ignore[no-untyped-def]
+        await asyncio.wait_for(app.tabs_ready.wait(), 120)
+        await settled(app, pilot)
+
+    assert snap_compare(app, press=["f1"], run_before=run, terminal_size=(110, 40))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pane_driver import finished, make_app, open_tab, scripted
+from snapshotkit import settled
 from test_panes_android import INBOX
 from test_panes_search import RESULTS
 from test_panes_swe_os import TREE, VIEWED
@@ -102,7 +103,6 @@ def test_pane_after_a_turn(snap_compare, tmp_path: Path, domain: str) -> None:  
         # Focus on the screen: an editor's blinking cursor would differ run to run.
         pane.screen_view.focus()
         pane.screen_view.scroll_end(animate=False, immediate=True, x_axis=False)
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        await settled(app, pilot)
 
     assert snap_compare(app, run_before=run, terminal_size=(120, 36))

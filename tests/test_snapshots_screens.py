@@ -10,11 +10,13 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from snapshotkit import folder_held, settled
+from test_app import wait_for
 from test_app_history import write_benchmark
 
 from agentworld_tui.config import Settings
@@ -38,12 +40,14 @@ DATA = Path("/tmp/agentworld-snapshots/screens-data")
 
 
 @pytest.fixture(autouse=True)
-def _fixed(monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.rmtree(DATA, ignore_errors=True)
-    monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", "/tmp/agentworld-snapshots/config")
-    monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(DATA))
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+def _fixed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with folder_held(DATA):
+        shutil.rmtree(DATA, ignore_errors=True)
+        monkeypatch.setenv("AGENTWORLD_CONFIG_DIR", "/tmp/agentworld-snapshots/config")
+        monkeypatch.setenv("AGENTWORLD_DATA_DIR", str(DATA))
+        monkeypatch.setenv("TZ", "UTC")
+        time.tzset()
+        yield
 
 
 def app_for() -> AgentWorldApp:
@@ -80,10 +84,8 @@ def saved(folder: Path, name: str, *sessions: Session) -> Path:
 
 
 async def ready(app: AgentWorldApp, pilot: Any) -> None:
-    await asyncio.wait_for(app.tabs_ready.wait(), 30)
-    for widget in app.query("Input"):
-        widget.cursor_blink = False  # type: ignore[attr-defined]
-    await pilot.pause()
+    await asyncio.wait_for(app.tabs_ready.wait(), 120)
+    await settled(app, pilot)
 
 
 Setup = Callable[[AgentWorldApp, Any], Awaitable[None]]
@@ -129,8 +131,7 @@ async def trajectories(app: AgentWorldApp, pilot: Any) -> None:
     app.push_screen(picker)
     await pilot.pause()
     picker.open(str(path))
-    while picker.loaded is None:
-        await pilot.pause(0.05)
+    await wait_for(pilot, lambda: picker.loaded is not None)
     picker.query_one("#loaded").update(  # type: ignore[attr-defined]
         "1 trajectories (2 samples) in terminal"  # the file's path differs run to run
     )
@@ -231,7 +232,7 @@ async def help_over_os(app: AgentWorldApp, pilot: Any) -> None:
     """The OS tab's starting state has tabs in it: columns line up and nothing of the
     screen below shows through the dialog above."""
     app.show_tab("os")
-    await pilot.pause(0.2)
+    await settled(app, pilot)
     await pilot.press("f1")
 
 
@@ -300,10 +301,7 @@ def test_screen(snap_compare: Any, name: str) -> None:
     async def run(pilot: Any) -> None:
         await ready(app, pilot)
         await setup(app, pilot)
-        for _ in range(3):
-            await pilot.pause(0.1)
-        for widget in app.screen.query("Input"):
-            widget.cursor_blink = False  # type: ignore[attr-defined]
+        await settled(app, pilot)
 
     assert snap_compare(app, run_before=run, terminal_size=size)
 
@@ -317,11 +315,9 @@ def test_every_tab_at_80x24(snap_compare: Any, domain: str) -> None:
     async def run(pilot: Any) -> None:
         await ready(app, pilot)
         app.show_tab(domain)
-        await pilot.pause(0.2)
+        await settled(app, pilot)
         app.focus_editor()
-        await pilot.pause(0.1)
-        for widget in app.query("Input"):
-            widget.cursor_blink = False  # type: ignore[attr-defined]
+        await settled(app, pilot)
 
     assert snap_compare(app, run_before=run, terminal_size=(80, 24))
 

@@ -24,6 +24,7 @@ from agentworld_tui.cli.launch import (
     merge_leading,
     settings_from_args,
 )
+from agentworld_tui.cli.twin_flags import APP_TABS, add_twin_flags
 
 # Modules that add sub-commands: each has register(sub, engine_flags) and imports
 # nothing heavy at module level.
@@ -57,6 +58,14 @@ def build_parser(commands: bool = True) -> argparse.ArgumentParser:
         metavar="FILE",
         help="open (or create) this session file and save to it",
     )
+    parser.add_argument(
+        "--tab",
+        dest=LEADING + "tab",
+        choices=APP_TABS,
+        help="the tab the twin flags below are for (default: terminal, or mcp for "
+        "--twin-command/--twin-url)",
+    )
+    add_twin_flags(parser, LEADING)
     if not commands:
         return parser
     engine = engine_flags()
@@ -74,11 +83,17 @@ def cmd_app(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         settings = settings_from_args(args)
+        from agentworld_tui.cli.twin_flags import app_twin_from_args
         from agentworld_tui.ui.app import AgentWorldApp
 
         session = Path(args.session).expanduser() if getattr(args, "session", None) else None
-        app = AgentWorldApp(settings, session_file=session)
-        app.run()
+        twin = app_twin_from_args(args)
+        try:
+            app = AgentWorldApp(settings, session_file=session, twin=twin)
+            app.run()
+        finally:
+            if twin is not None:  # closed already when the app took it; else here
+                twin[1].runner.close()
         return app.return_code or 0
     finally:
         gc.enable()  # if the app ended before its tabs were built

@@ -7,7 +7,8 @@ concurrently (``--concurrency`` requests at once), a local model's one at a time
 
 With the twin flags (``cli.twin_flags``), every episode runs beside a real twin of its own,
 at most ``--max-twins`` at once; the twin, its seed folder and the check come from the
-command line only.
+command line only. The routing flags (``cli.routing_flags``, as ``mcp serve`` has them) send
+each step real, sim or shadow by rules, and ground the world model in a trace store.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentworld_tui.cli.episode_flags import add_concurrency, add_max_steps, whole
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+from agentworld_tui.cli.routing_flags import (
+    RoutingFlags,
+    add_routing_flags,
+    episode_routing_from_args,
+)
 from agentworld_tui.cli.schedule_flags import add_schedule_flags, schedule_from_args
 from agentworld_tui.cli.twin_flags import add_twin_flags, twin_spec_from_args
 
@@ -43,6 +49,18 @@ EXTRA_HINT = (
     "pip install 'openenv-core>=0.3,<0.4' in agentworld's environment"
 )
 LIBRARY_LOGS = ("uvicorn", "uvicorn.error", "uvicorn.access", "fastapi", "openenv")
+SESSION_IDLE_SECONDS = 1800.0
+"""``--session-idle-timeout``'s default (``openenv_server`` needs the openenv extra)."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 1 to 604800")
+    return value
 
 
 def register(
@@ -91,7 +109,15 @@ def register(
         type=whole(1, 100_000),
         default=256,
         metavar="N",
-        help="WebSocket sessions at once (default 256)",
+        help="WebSocket sessions at once; one more is refused (default 256)",
+    )
+    serve.add_argument(
+        "--session-idle-timeout",
+        type=_seconds,
+        default=SESSION_IDLE_SECONDS,
+        metavar="SECONDS",
+        help="a WebSocket session that sends nothing for this long is closed, its "
+        f"environment let go (default {SESSION_IDLE_SECONDS:g})",
     )
     add_concurrency(
         serve,
@@ -110,6 +136,7 @@ def register(
         help="with a twin: twins alive at once, one per episode (default 4); an episode "
         "beyond them is refused",
     )
+    add_routing_flags(serve)
     serve.set_defaults(handler=cmd_env_serve)
     parser.set_defaults(handler=lambda _args: _usage(parser))
 
@@ -133,23 +160,28 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     schedule = schedule_from_args(args, domain.name)
     twin = twin_spec_from_args(args, domain.name)
-    if twin is not None:
-        _twin_works(twin, args.check)
     token = os.environ.get(args.token_env, "")
     if token and not _TOKEN_TEXT.fullmatch(token):
         raise UserError(
             f"${args.token_env} must be 16 to 512 letters, digits or . _ ~ + / = - characters"
         )
+    routing = episode_routing_from_args(args, twinned=twin is not None, domain=domain.name)
     try:
-        require_token(args.host, token, f"put one in ${args.token_env}")
-        sock = bind(args.host, args.port)
-    except (GuardError, ListenError) as exc:
-        raise UserError(str(exc)) from None
-    start = ServeStart(domain, scenario, world, schedule, token, twin)
-    try:
-        return _serve(args, settings, start, sock)
+        if twin is not None:
+            _twin_works(twin, args.check)
+        try:
+            require_token(args.host, token, f"put one in ${args.token_env}")
+            sock = bind(args.host, args.port)
+        except (GuardError, ListenError) as exc:
+            raise UserError(str(exc)) from None
+        start = ServeStart(domain, scenario, world, schedule, token, twin, routing)
+        try:
+            return _serve(args, settings, start, sock)
+        finally:
+            sock.close()
     finally:
-        sock.close()
+        if routing.traces is not None:
+            routing.traces.close()
 
 
 @dataclass(frozen=True)
@@ -162,6 +194,7 @@ class ServeStart:
     schedule: object
     token: str
     twin: TwinSpec | None = None
+    routing: RoutingFlags = field(default_factory=RoutingFlags)
 
 
 def _serve(
@@ -197,6 +230,10 @@ def _serve(
             deliver=args.deliver or "real",
             check=args.check or "",
             twin_slots=slots,
+            session_idle_seconds=args.session_idle_timeout,
+            routes=start.routing.rules,
+            traces=start.routing.traces,
+            grounding_budget=start.routing.grounding_budget,
         )
         try:
             load_simulator(simulator)
@@ -221,6 +258,7 @@ def _serve(
             if start.twin is not None
             else ""
         )
+        twinned += _routing_said(start.routing)
         print(
             f"agentworld env serve: {args.domain} as an OpenEnv environment at {where}"
             f"{f' ({hint})' if hint else ''} (POST /reset, POST /step, GET /state, "
@@ -234,6 +272,17 @@ def _serve(
             slots.close_all()
         simulator.close()
     return 0
+
+
+def _routing_said(routing: RoutingFlags) -> str:
+    """What the startup line says of the routing flags ("" for none)."""
+    said = ""
+    if routing.rules is not None:
+        said += f"; steps routed by {routing.rules.source}"
+    if routing.traces is not None:
+        kept = "" if routing.traces.writable else ", read-only"
+        said += f"; grounded in {routing.traces.path}{kept}"
+    return said
 
 
 def _twin_works(spec: TwinSpec, check: str | None) -> None:

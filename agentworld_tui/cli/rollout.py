@@ -13,7 +13,9 @@ standard error as it ends, and every episode when it ends.
 
 With the twin flags (``cli.twin_flags``), every episode runs beside a fresh real twin; each
 step's line gives its divergence, each episode's the agent's claim and the check in the
-twin, and the summary the run's figures.
+twin, and the summary the run's figures. The routing flags (``cli.routing_flags``, as
+``mcp serve`` has them) send each step real, sim or shadow by rules (each step's line says
+where it was answered), and ground the world model in a trace store.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.cli.episode_flags import (
     MAX_CONCURRENCY,
@@ -32,7 +34,17 @@ from agentworld_tui.cli.episode_flags import (
     whole,
 )
 from agentworld_tui.cli.launch import UserError, make_engine, settings_from_args
+from agentworld_tui.cli.routing_flags import (
+    RoutingFlags,
+    add_routing_flags,
+    episode_routing_from_args,
+)
 from agentworld_tui.cli.twin_flags import add_twin_flags, twin_spec_from_args
+from agentworld_tui.world.sanitize import one_line
+
+if TYPE_CHECKING:
+    from agentworld_tui.agents.env.tasks import TaskSet
+    from agentworld_tui.config import Settings
 
 
 def _temperature(text: str) -> float:
@@ -104,17 +116,11 @@ def register(
     judge.add_argument("--judge-model-path", metavar="GGUF", help="a local GGUF judge")
     judge.add_argument("--judge-api-key-env", metavar="VAR", help="variable holding its API key")
     add_twin_flags(parser)
+    add_routing_flags(parser)
     parser.set_defaults(handler=cmd_rollout)
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
-    from agentworld_tui.agents.env import EnvError, open_simulator
-    from agentworld_tui.agents.env.rollout import (
-        PolicySpec,
-        Rollout,
-        RolloutError,
-        RolloutSettings,
-    )
     from agentworld_tui.agents.env.tasks import TasksError, load_tasks
 
     path = Path(args.tasks)
@@ -128,6 +134,30 @@ def cmd_rollout(args: argparse.Namespace) -> int:
         raise UserError(f"{path}: no task to run")
     twins = _twins(args, found.tasks)
     settings = settings_from_args(args)
+    routing = episode_routing_from_args(args, twinned=bool(twins))
+    try:
+        return _run(args, path, found, twins, settings, routing)
+    finally:
+        if routing.traces is not None:
+            routing.traces.close()
+
+
+def _run(
+    args: argparse.Namespace,
+    path: Path,
+    found: TaskSet,
+    twins: dict[str, Any],
+    settings: Settings,
+    routing: RoutingFlags,
+) -> int:
+    from agentworld_tui.agents.env import EnvError, open_simulator
+    from agentworld_tui.agents.env.rollout import (
+        PolicySpec,
+        Rollout,
+        RolloutError,
+        RolloutSettings,
+    )
+
     judge_engine = _judge_engine(args)
     engine = make_engine(settings)
     params = settings.generation_params()
@@ -155,6 +185,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             twins=twins,
             deliver=args.deliver or "real",
             check=args.check or "",
+            routes=routing.rules,
+            traces=routing.traces,
+            grounding_budget=routing.grounding_budget,
         ),
         on_episode=_said,
         on_step=_step_teller(),
@@ -307,6 +340,9 @@ def _stepped(step: dict[str, Any], hinted: set[str]) -> None:
     twin = step.get("twin")
     if isinstance(twin, dict):
         line += f"; {_twin_said(twin)}"
+    route = step.get("route")
+    if isinstance(route, dict):
+        line += f"; {_route_said(route)}"
     _say(line)
     hint = str(step.get("hint", ""))
     if hint and hint not in hinted:
@@ -314,9 +350,21 @@ def _stepped(step: dict[str, Any], hinted: set[str]) -> None:
         _say(f"hint: {hint}")
 
 
+def _route_said(route: dict[str, Any]) -> str:
+    """Where a routed step was answered, and why, in a few words."""
+    where = {"real": "the twin", "sim": "the world model", "both": "both"}
+    answered = where.get(str(route.get("answered")), "?")
+    if route.get("failed"):
+        return f"routed to the twin, which failed: {_bounded(str(route['failed']), 120)}"
+    return f"answered by {answered} ({_bounded(str(route.get('reason', '')), 160)})"
+
+
 def _twin_said(twin: dict[str, Any]) -> str:
     """A step's twin in a few words: its divergence and the side delivered, or why
     reality gave no answer."""
+    if twin.get("delivered") == "none":
+        why = _bounded(str(twin.get("error") or twin.get("status")), 120)
+        return f"twin {twin.get('status')}: {why}; nothing delivered"
     side = "reality" if twin.get("delivered") == "real" else "the simulation"
     if twin.get("status") != "ok":
         why = _bounded(str(twin.get("error") or twin.get("status")), 120)
@@ -354,9 +402,9 @@ def _key(key: str, limit: int = 80) -> str:
 
 
 def _bounded(text: str, limit: int = 300) -> str:
-    """One line of at most ``limit`` characters (files and ids can be anything)."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """One safe line of at most ``limit`` characters (files, ids, a server's errors and
+    the reasons that name its tools can be anything)."""
+    return one_line(text, limit)
 
 
 def _say(text: str) -> None:

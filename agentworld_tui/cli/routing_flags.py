@@ -1,18 +1,22 @@
 """The flags that route calls between the world model and a real twin, and ground the world
-model in recorded reality, for the front-ends that serve tools (``mcp serve``):
+model in recorded reality, the same on every front-end that has a twin beside its world
+model (``mcp serve``, ``env serve``, ``rollout``):
 
 ``--routes FILE|default`` (a rule file, or the shipped one), ``--traces FILE`` (a trace
 store: similar real answers go into the world model's prompt, and the real answers of
 this run are added to it where it can be written) and ``--grounding-budget TOKENS``.
 With the twin flags (``cli/twin_flags.py``) ``reality_from_args`` checks everything,
-then starts the twin, into one ``simulator.routing.Reality``.
+then starts the twin, into one ``simulator.routing.Reality`` (``mcp serve``: one twin for
+the server); ``episode_routing_from_args`` checks them for the front-ends that start a
+twin per episode (``env serve``, ``rollout``), which hand the rules and the store to
+their environments.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,13 +91,10 @@ def store_from_args(args: argparse.Namespace) -> TraceStore | None:
         if args.grounding_budget is not None:
             raise UserError("--grounding-budget goes with --traces FILE")
         return None
-    from agentworld_tui.reality.traces import TraceStore, TraceStoreError
+    from agentworld_tui.reality.traces import TraceStoreError, open_store
 
-    path = Path(args.traces).expanduser()
-    exists = path.exists()
-    writable = os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
     try:
-        return TraceStore(path, create=not exists, writable=writable)
+        return open_store(Path(args.traces).expanduser())
     except TraceStoreError as exc:
         raise UserError(f"--traces: {exc}") from None
 
@@ -107,10 +108,7 @@ def reality_from_args(
     spec = twin_spec_from_args(args, domain)
     rules = rules_from_args(args)
     if rules is not None and spec is None:
-        raise UserError(
-            "--routes goes with a twin: the real server the calls may go to "
-            "(--twin-command CMD or --twin-url URL)"
-        )
+        raise _routes_alone(domain)
     store = store_from_args(args)
     if spec is None and store is None:
         return None
@@ -141,3 +139,36 @@ def reality_from_args(
         store if store is not None and store.writable else None,
         first,
     )
+
+
+@dataclass(frozen=True)
+class RoutingFlags:
+    """What the routing flags ask of a front-end that starts a twin per episode: the rules
+    (None: every step shadowed where there is a twin), the trace store (the caller closes
+    it) and the grounding budget (None: the default)."""
+
+    rules: RuleSet | None = None
+    traces: TraceStore | None = None
+    grounding_budget: int | None = None
+
+
+def episode_routing_from_args(
+    args: argparse.Namespace, *, twinned: bool, domain: str | None = None
+) -> RoutingFlags:
+    """The routing flags checked for episodes beside twins (``twinned``: a twin was
+    asked for; ``domain``: the one domain served, None for many); every mistake a
+    UserError of one line, before anything starts. The caller closes the store."""
+    rules = rules_from_args(args)
+    if rules is not None and not twinned:
+        raise _routes_alone(domain)
+    return RoutingFlags(rules, store_from_args(args), args.grounding_budget)
+
+
+def _routes_alone(domain: str | None) -> UserError:
+    if domain == "mcp":
+        where = "the real server the calls may go to (--twin-command CMD or --twin-url URL)"
+    elif domain is not None:
+        where = "the sandbox the calls may go to (--twin)"
+    else:
+        where = "the twin the calls may go to (--twin, or --twin-command/--twin-url for mcp)"
+    return UserError(f"--routes goes with a twin: {where}")

@@ -24,7 +24,9 @@ BACKENDS = ("auto", "podman", "docker", "bwrap", "unshare")
 """``reality.spec.TWIN_BACKENDS`` (written out: the parser is built before reality loads)."""
 
 
-def add_twin_flags(parser: argparse.ArgumentParser) -> None:
+def add_twin_flags(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
+    """``dest_prefix``: for the flags the app takes before any sub-command
+    (``launch.LEADING``; ``merge_leading`` hands them to a sub-command that takes them)."""
     group = parser.add_argument_group(
         "reality twin",
         "carry every action out for real too, beside the world model, and record how far "
@@ -32,6 +34,7 @@ def add_twin_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--twin",
+        dest=dest_prefix + "twin",
         nargs="?",
         const="auto",
         choices=BACKENDS,
@@ -41,37 +44,51 @@ def add_twin_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--twin-command",
+        dest=dest_prefix + "twin_command",
         metavar="CMD",
         help="an MCP twin: the real server this command starts (stdio)",
     )
     group.add_argument(
-        "--twin-url", metavar="URL", help="an MCP twin: the real streamable-HTTP server at URL"
+        "--twin-url",
+        dest=dest_prefix + "twin_url",
+        metavar="URL",
+        help="an MCP twin: the real streamable-HTTP server at URL",
     )
     group.add_argument(
-        "--twin-seed", metavar="DIR", help="the folder copied into the twin's sandbox"
+        "--twin-seed",
+        dest=dest_prefix + "twin_seed",
+        metavar="DIR",
+        help="the folder copied into the twin's sandbox",
     )
     group.add_argument(
         "--twin-network",
+        dest=dest_prefix + "twin_network",
         action="store_true",
         help="give the twin's sandbox the host's network (none by default)",
     )
     group.add_argument(
-        "--twin-image", metavar="IMAGE", help="the container image for podman or docker"
+        "--twin-image",
+        dest=dest_prefix + "twin_image",
+        metavar="IMAGE",
+        help="the container image for podman or docker",
     )
     group.add_argument(
         "--twin-on-host",
+        dest=dest_prefix + "twin_on_host",
         action="store_true",
         help="run the twin's commands on this machine itself, unsandboxed, with its files "
         "and network",
     )
     group.add_argument(
         "--deliver",
+        dest=dest_prefix + "deliver",
         choices=("real", "sim"),
         help="the side the agent receives: reality's answer (the default with a twin) or "
         "the world model's",
     )
     group.add_argument(
         "--check",
+        dest=dest_prefix + "check",
         metavar="CMD",
         help="the task's check, run in the twin at the end (exit 0 = success)",
     )
@@ -164,6 +181,26 @@ def shadow_from_args(args: argparse.Namespace, domain: str) -> Shadow | None:
     except TwinStartError as exc:
         raise UserError(f"the {domain} twin did not start: {_after_prefix(str(exc))}") from None
     return Shadow(runner, args.deliver or "real", spec, check=args.check or "", first=first)
+
+
+APP_TABS = ("terminal", "swe", "mcp")
+"""The app's tabs a command-line twin can be beside (``--tab``)."""
+
+
+def app_twin_from_args(args: argparse.Namespace) -> tuple[str, Shadow] | None:
+    """For the app: the tab the twin flags are for (``--tab``, else the terminal for a
+    sandbox and MCP for a server) and its twin, started; None when no twin is asked for.
+    A UserError of one line when the flags do not fit or the twin does not start."""
+    tab = getattr(args, "tab", None)
+    domain = tab
+    if domain is None:
+        domain = "mcp" if args.twin_command is not None or args.twin_url is not None else "terminal"
+    shadow = shadow_from_args(args, domain)
+    if shadow is None and tab is not None:
+        raise UserError(
+            "--tab names the tab a twin is for: add --twin (or --twin-command/--twin-url)"
+        )
+    return None if shadow is None else (domain, shadow)
 
 
 def _after_prefix(reason: str) -> str:

@@ -117,10 +117,12 @@ def argument_text(arguments: dict[str, Any], key: str) -> str:
     return json_text(value)
 
 
-def json_text(value: object) -> str:
-    """The JSON text of a value handed over as Python objects; ActionError where it has none."""
+def json_text(value: object, *, compact: bool = False) -> str:
+    """The JSON text of a value handed over as Python objects; ActionError where it has none.
+    ``compact`` leaves out the spaces after separators: the shortest text of the value."""
+    separators = (",", ":") if compact else None
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False, separators=separators)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ActionError(f"the action cannot be written as JSON: {exc}") from None
 
@@ -139,7 +141,7 @@ def json_value(
     problem = value_problem(value, max_depth)
     if problem:
         raise ActionError(f"{what} not usable: {problem}", field=field)
-    size = len(json_text(value))
+    size = len(json_text(value, compact=True))  # never longer than the text it was read from
     if size > max_chars:
         raise ActionError(
             f"{what} {size:,} characters of JSON; the limit is {max_chars:,}", field=field

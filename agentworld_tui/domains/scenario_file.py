@@ -40,7 +40,7 @@ def _from_table(table: dict[str, Any], default_name: str) -> Scenario:
         extras = {**table["extras"], **extras}
     if "tools" in extras:
         try:
-            extras["tools"] = [t.to_dict() for t in tools_from_data(extras["tools"])]
+            extras["tools"] = kept_tools(extras["tools"])
         except ToolListError as exc:
             raise ScenarioFileError(f"its tool list is unusable: {exc}") from None
     name = str(table.get("name") or default_name)
@@ -87,15 +87,43 @@ def scenario_from_text(
             parsed = read_json(text)
         if parsed is not None and looks_like_tool_list(parsed):
             try:
-                tools = tools_from_data(parsed)
+                tools = kept_tools(parsed)
             except ToolListError as exc:
                 raise ScenarioFileError(str(exc)) from None
-            return Scenario(
-                name, "Tool list", state="", extras={"tools": [t.to_dict() for t in tools]}
-            )
+            return Scenario(name, "Tool list", state="", extras={"tools": tools})
         if isinstance(parsed, dict) and ("state" in parsed or "extras" in parsed):
             return _from_table(parsed, name)
     return Scenario(name, "Custom state", state=text)
+
+
+def kept_tools(data: Any) -> list[dict[str, Any]]:
+    """A tool list as a scenario keeps it: each tool in the MCP spelling, with the MCP
+    annotations its definition gives (routing rules read them; the world model's prompt
+    leaves them out). Raises ToolListError."""
+    tools = tools_from_data(data)
+    hints: dict[str, dict[str, Any]] = {}
+    for item in _definitions(data):
+        if isinstance(item, dict) and isinstance(item.get("annotations"), dict):
+            name = item.get("name")
+            if isinstance(name, str):
+                hints.setdefault(name.strip(), dict(item["annotations"]))
+    kept: list[dict[str, Any]] = []
+    for tool in tools:
+        definition = tool.to_dict()
+        if tool.name in hints:
+            definition["annotations"] = hints[tool.name]
+        kept.append(definition)
+    return kept
+
+
+def _definitions(data: Any) -> list[Any]:
+    """The definitions of a tool list ``tools_from_data`` accepted, as they are written."""
+    if isinstance(data, str):
+        data = read_json(data)
+    if isinstance(data, dict):
+        data = data.get("result", data) if isinstance(data.get("result"), dict) else data
+        data = data.get("tools", [])
+    return data if isinstance(data, list) else []
 
 
 def _guess_suffix(text: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentworld_tui.engines.base import EngineError, GenerationControl, Message
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 if TYPE_CHECKING:
     from jinja2 import nodes
@@ -160,7 +160,7 @@ def _bounds() -> _Bounds:
 
 def _raise_exception(message: str) -> None:
     # The message comes from the model file: shown as one clean line, like any model text.
-    shown = " ".join(sanitize(str(message)).split())
+    shown = one_line(str(message))
     raise EngineError(f"the model's chat template refused the conversation: {shown}")
 
 

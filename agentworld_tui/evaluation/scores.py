@@ -41,7 +41,7 @@ from agentworld_tui.world.judgement import (
     OfficialVerdict,
     normalise,
 )
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 HEADINGS = {
     "format": "Format",
@@ -327,15 +327,15 @@ def score_table(scores: RunScores, *, raw: bool = False) -> str:
         + "".join(f"{HEADINGS[c]:>9}" for c in COLUMNS)
         + f"{'valid':>7}{'failed':>7}{'pending':>8}{'Strict':>9}"
     )
-    lines = [f"Run: {_shown(scores.name)}"]
+    lines = [f"Run: {one_line(scores.name)}"]
     for setting, count in sorted(scores.settings().items()):
-        lines.append(f"Judged with {_shown(setting)} ({count} samples)")
+        lines.append(f"Judged with {one_line(setting)} ({count} samples)")
     lines += [head, "-" * len(head)]
     for d in scores.domains:
         get = d.mean if raw else d.score
         strict = d.strict_mean() if raw else d.strict_score()
         lines.append(
-            f"{_shown(d.domain)[:10]:<10}"
+            f"{one_line(d.domain)[:10]:<10}"
             + "".join(_cell(get(c), 9) for c in COLUMNS)
             + f"{d.count('valid'):>7}{d.count('failed'):>7}{d.count('pending'):>8}"
             + _cell(strict, 9)
@@ -395,8 +395,8 @@ def compare_table(a: RunScores, b: RunScores) -> str:
     common = a.keys(by_content) & b.keys(by_content)
     left, right = a.only(common, by_content), b.only(common, by_content)
     lines = [
-        f"A: {_shown(a.name)}",
-        f"B: {_shown(b.name)}",
+        f"A: {one_line(a.name)}",
+        f"B: {one_line(b.name)}",
         f"Compared on the {len(common)} samples valid in both runs "
         f"(A has {len(a.keys(by_content) - common)} more, "
         f"B {len(b.keys(by_content) - common)} more"
@@ -412,7 +412,7 @@ def compare_table(a: RunScores, b: RunScores) -> str:
         sa = da.score() if da else None
         sb = db.score() if db else None
         n = len(da.valid) if da else 0
-        lines.append(f"{_shown(name)[:12]:<12}{_cell(sa, 9)}{_cell(sb, 9)}{_delta(sa, sb)}{n:>9}")
+        lines.append(f"{one_line(name)[:12]:<12}{_cell(sa, 9)}{_cell(sb, 9)}{_delta(sa, sb)}{n:>9}")
     lines.append("-" * len(head))
     oa, ob = left.overall(), right.overall()
     lines.append(f"{'Overall':<12}{_cell(oa, 9)}{_cell(ob, 9)}{_delta(oa, ob)}{len(common):>9}")
@@ -431,11 +431,6 @@ def _delta(a: float | None, b: float | None) -> str:
     if a is None or b is None:
         return "-".rjust(9)
     return f"{b - a:+.2f}".rjust(9)
-
-
-def _shown(text: str) -> str:
-    """Text from a run's files, safe to print (control and escape sequences removed)."""
-    return " ".join(sanitize(text).split())
 
 
 def scores_json(*runs: RunScores) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentworld_tui.world.folders import shipped, user_file
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 QUANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -281,7 +281,7 @@ def _merge_entry(
     if "size_gb" in values:
         values["size_gb"] = float(values["size_gb"])
     if "description" in values:
-        values["description"] = " ".join(sanitize(values["description"]).split())
+        values["description"] = one_line(values["description"])
     values["name"] = name
     existing = next((i for i, e in enumerate(catalog.entries) if e.name == name), None)
     if existing is not None:

@@ -42,7 +42,7 @@ from typing import Any
 from agentworld_tui.domains.turn import fenced
 from agentworld_tui.reality.traces import Exchange, TraceStore, call_of
 from agentworld_tui.world.action import Action
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Conversation
 
 SECTION = "Real Examples"
@@ -246,7 +246,7 @@ def _head(text: str, chars: int) -> str:
 
 
 def _header(domain: str, tool: str) -> str:
-    name = " ".join(sanitize(tool).split())[:100]
+    name = one_line(tool)[:100]
     if tool == domain:
         what = f"answers the real {name} environment gave to earlier actions"
     else:

@@ -27,6 +27,7 @@ import anyio.from_thread
 from agentworld_tui.reality.observation import CheckResult, RealObservation, TwinStatus, failed
 from agentworld_tui.reality.twin import CHECK_SECONDS
 from agentworld_tui.world.action import Action
+from agentworld_tui.world.sanitize import one_line
 
 CALL_SECONDS = 60.0
 """How long a server may take to answer one call."""
@@ -289,5 +290,4 @@ def _reason(exc: BaseException) -> str:
         text = exc.strerror + (f": {exc.filename}" if exc.filename else "")
     else:
         text = str(exc) or type(exc).__name__
-    line = " ".join(text.split())
-    return line if len(line) <= 300 else line[:299] + "…"
+    return one_line(text, 300)

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from agentworld_tui.world.sanitize import one_line
+
 Backend = Literal["podman", "docker", "bwrap", "unshare", "host"]
 BackendChoice = Literal["auto", "podman", "docker", "bwrap", "unshare", "host"]
 SANDBOX_BACKENDS: tuple[Backend, ...] = ("podman", "docker", "bwrap", "unshare")
@@ -163,8 +165,7 @@ def _drain(stream: IO[bytes], into: BoundedOutput) -> None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

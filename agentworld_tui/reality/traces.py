@@ -647,6 +647,15 @@ def _schema_problem(objects: list[tuple[Any, ...]]) -> str:
     return ""
 
 
+def open_store(path: Path) -> TraceStore:
+    """The trace store at ``path`` as a front-end uses one: made when it does not exist,
+    opened read-only where this user cannot write it (it then grounds, and keeps
+    nothing). Raises TraceStoreError."""
+    exists = path.exists()
+    writable = os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
+    return TraceStore(path, create=not exists, writable=writable)
+
+
 def repair_store(path: Path) -> ImportReport:
     """Make the store at ``path`` again from the exchanges it still holds, in its place,
     keeping their ids: for a store whose index is damaged (queries then give a problem,

@@ -217,6 +217,7 @@ class EngineQueue:
                         return
                 continue
             self._run_one(job)
+            del job  # a thread waiting for work keeps no finished turn, nor its session
             with self._lock:
                 self._idle_workers += 1
 

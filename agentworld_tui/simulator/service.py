@@ -23,7 +23,7 @@ from agentworld_tui.world.session import Session, Turn
 if TYPE_CHECKING:
     from agentworld_tui.reality.grounding import Grounding
     from agentworld_tui.reality.twin import TwinRunner
-    from agentworld_tui.simulator.routing import Fallback, RealRun
+    from agentworld_tui.simulator.real_run import Fallback, RealRun
     from agentworld_tui.simulator.shadow import Shadow
 
 BUSY = "a turn is still running: stop it first"
@@ -193,7 +193,7 @@ class Simulator:
             raise SimulatorError(
                 f"the twin is a {runner.domain} twin; this session simulates {session.domain.name}"
             )
-        from agentworld_tui.simulator.routing import RealRun
+        from agentworld_tui.simulator.real_run import RealRun
 
         turn = session.begin_turn(action)
         turn.route = route

@@ -14,11 +14,12 @@ Everything here runs on the app's event loop, where the server runs too.
 from __future__ import annotations
 
 import contextlib
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from rich.text import Text
 from textual.css.query import NoMatches
+from textual.screen import Screen
 
 from agentworld_tui.agents.mcp.server import AgentServer, ServerError
 from agentworld_tui.agents.mcp.sessions import OpenSession, SessionUnavailable
@@ -34,21 +35,57 @@ from agentworld_tui.agents.mcp.steering import (
     TurnStarted,
 )
 from agentworld_tui.agents.mcp.toolset import ToolsetError, for_scenario
-from agentworld_tui.ui.panes.base import DomainPane, one_line
+from agentworld_tui.config import Settings
+from agentworld_tui.simulator import Simulator
+from agentworld_tui.simulator.workspace import OpenWorkspace
+from agentworld_tui.ui.host import TabsAndDialogs
+from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.screens.agent import AgentScreen, HeldScreen
+from agentworld_tui.ui.screens.sessions import ConfirmScreen
 from agentworld_tui.world.domain import Domain, Scenario
-
-if TYPE_CHECKING:
-    from agentworld_tui.ui.app import AgentWorldApp
+from agentworld_tui.world.sanitize import one_line
+from agentworld_tui.world.session import Session
 
 TAKEN = "this tab of the app is served to another agent already; one agent at a time"
 HOLD_MODES = {"off": 0, "next": 1, "every": HOLD_EVERY}
 
 
+class ServingHost(TabsAndDialogs, Protocol):
+    """What serving a tab to agents needs of the app."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def simulator(self) -> Simulator: ...
+
+    @property
+    def files(self) -> OpenWorkspace:
+        """The open session file (the served session is saved where the app saves it)."""
+        ...
+
+    @property
+    def serving(self) -> dict[str, TabServing]:
+        """The tabs served to agents now, by domain."""
+        ...
+
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
+    def save_session(self, session: Session | None = None) -> str | None: ...
+
+    def mark_busy(self) -> None:
+        """The tabs' busy marks follow what their turns (an agent's call too) do."""
+        ...
+
+    def run_worker(self, work: Coroutine[Any, Any, None], *, exclusive: bool = False) -> object: ...
+
+
 class TabServing:
     """One tab served to agents: its server, the agent connected now, what the tab shows."""
 
-    def __init__(self, app: AgentWorldApp, pane: DomainPane) -> None:
-        self.app = app
+    def __init__(self, host: ServingHost, pane: DomainPane) -> None:
+        self.host = host
         self.pane = pane
         self.server: AgentServer | None = None
         self.url = ""
@@ -73,12 +110,12 @@ class TabServing:
         return self.server.stop_call(connection.id)
 
     def session_replaced(self) -> None:
-        self.app.notify(
+        self.host.notify(
             f"The {self.pane.domain.title} tab has a new session: it is no longer served "
             "to agents (Ctrl+B serves it again).",
             timeout=8,
         )
-        self.app.run_worker(self.end(), exclusive=False)
+        self.host.run_worker(self.end(), exclusive=False)
 
     # -- the SessionStore the server opens connections from -----------------------------
     def open(self, domain: Domain, scenario: Scenario, title: str) -> OpenSession:
@@ -87,19 +124,19 @@ class TabServing:
         pane = self.pane
 
         def save() -> str | None:
-            return self.app.save_session(pane.session)
+            return self.host.save_session(pane.session)
 
-        return OpenSession(pane.session, save, lambda: None, self.app.workspace.path)
+        return OpenSession(pane.session, save, lambda: None, self.host.files.workspace.path)
 
     # -- serving ------------------------------------------------------------------------
     async def begin(self) -> str:
         """Start serving; returns the URL, or raises ServerError/ToolsetError."""
         pane = self.pane
         toolset = for_scenario(pane.domain, pane.session.scenario)
-        server = AgentServer(self.app.simulator, toolset, sessions=self)
+        server = AgentServer(self.host.simulator, toolset, sessions=self)
         server.subscribe(self.on_event)
-        port = self.app.settings.ui.agent_port
-        if port and any(s.url.endswith(f":{port}/mcp") for s in self.app.serving.values()):
+        port = self.host.settings.ui.agent_port
+        if port and any(s.url.endswith(f":{port}/mcp") for s in self.host.serving.values()):
             port = 0  # the port asked for is another tab's
         try:
             self.url = await server.start("127.0.0.1", port)
@@ -125,7 +162,7 @@ class TabServing:
             self.pane.agent = None
         with contextlib.suppress(NoMatches):  # the app is closing: its widgets are gone
             self.pane.show_agent(None)
-        serving = self.app.serving
+        serving = self.host.serving
         if serving.get(self.pane.domain.name) is self:
             del serving[self.pane.domain.name]
 
@@ -150,7 +187,7 @@ class TabServing:
 
     # -- what happens ---------------------------------------------------------------------
     def on_event(self, event: AgentEvent) -> None:
-        pane, app = self.pane, self.app
+        pane, host = self.pane, self.host
         if isinstance(event, ConnectionOpened):
             self.connection = event.connection
             self.agents_seen += 1
@@ -159,7 +196,7 @@ class TabServing:
                 self.server.hold(event.connection.id, None if every else self.next_hold)
                 if not every:
                     self.next_hold = 0  # the agent's next observation, not every agent's
-            app.notify(
+            host.notify(
                 f"{self.who(event.connection)} connected to the {pane.domain.title} tab.",
                 title="Agent",
             )
@@ -177,11 +214,11 @@ class TabServing:
         elif isinstance(event, ConnectionClosed) and event.connection is self.connection:
             self.connection = None
             self.close_held_screen()
-            app.notify(
+            host.notify(
                 f"{self.who(event.connection)} left the {pane.domain.title} tab.", title="Agent"
             )
         self.show()
-        app.mark_busy()
+        host.mark_busy()
 
     def who(self, connection: AgentConnection) -> str:
         return f"{connection.id} ({connection.client})" if connection.client else connection.id
@@ -220,29 +257,25 @@ class TabServing:
         held = connection.held if connection is not None else None
         if held is None or self._screen_for is held:
             return
-        app = self.app
-        if len(app.screen_stack) > 1 or app.active_pane is not self.pane:
-            app.notify(
+        host = self.host
+        if len(host.screen_stack) > 1 or host.active_pane is not self.pane:
+            host.notify(
                 f"{self.who(held.call.connection)}'s observation is held in the "
                 f"{self.pane.domain.title} tab: Ctrl+B there to edit and release it.",
                 title="Agent",
                 timeout=10,
             )
             return
-        from agentworld_tui.ui.screens.agent import HeldScreen
-
         self._screen_for = held
 
         def done(_result: object) -> None:
             self._screen_for = None
             self.show()
 
-        app.push_screen(HeldScreen(self, held), done)
+        host.push_screen(HeldScreen(self, held), done)
 
     def close_held_screen(self) -> None:
-        from agentworld_tui.ui.screens.agent import HeldScreen
-
-        stack = self.app.screen_stack
+        stack = self.host.screen_stack
         screen = stack[-1] if stack else None
         if isinstance(screen, HeldScreen) and screen.serving is self and screen.held.released:
             screen.dismiss(None)
@@ -256,48 +289,44 @@ def confirm_question(title: str) -> str:
     )
 
 
-async def toggle(app: AgentWorldApp) -> None:
+class AgentServing:
     """Ctrl+B: serve the tab on show once the person confirms (then show how to connect),
     or steer the agent in a tab served already."""
-    from agentworld_tui.ui.screens.agent import AgentScreen
-    from agentworld_tui.ui.screens.sessions import ConfirmScreen
 
-    pane = app.active_pane
-    if pane is None:
-        return
-    serving = app.serving.get(pane.domain.name)
-    if serving is not None:
-        app.push_screen(AgentScreen(serving))
-        return
+    def __init__(self, host: ServingHost) -> None:
+        self.host = host
 
-    async def serve(yes: bool | None) -> None:
-        if yes and pane.domain.name not in app.serving:
-            await start(app, pane)
+    async def toggle(self) -> None:
+        host = self.host
+        pane = host.active_pane
+        if pane is None:
+            return
+        serving = host.serving.get(pane.domain.name)
+        if serving is not None:
+            host.push_screen(AgentScreen(serving))
+            return
 
-    question = confirm_question(pane.domain.title)
-    app.push_screen(ConfirmScreen(question, yes="Serve (Y)", no="Cancel"), serve)
+        async def serve(yes: bool | None) -> None:
+            if yes and pane.domain.name not in host.serving:
+                await self.start(pane)
 
+        question = confirm_question(pane.domain.title)
+        host.push_screen(ConfirmScreen(question, yes="Serve (Y)", no="Cancel"), serve)
 
-async def start(app: AgentWorldApp, pane: DomainPane) -> None:
-    """Serve ``pane``'s tab; the agent screen says where (it covers the screen: no toast
-    over its buttons)."""
-    from agentworld_tui.ui.screens.agent import AgentScreen
+    async def start(self, pane: DomainPane) -> None:
+        """Serve ``pane``'s tab; the agent screen says where (it covers the screen: no toast
+        over its buttons)."""
+        host = self.host
+        serving = TabServing(host, pane)
+        try:
+            await serving.begin()
+        except (ServerError, ToolsetError) as exc:
+            host.notify(f"The tab cannot be served: {exc}", severity="error", timeout=12)
+            return
+        host.serving[pane.domain.name] = serving
+        host.push_screen(AgentScreen(serving))
 
-    serving = TabServing(app, pane)
-    try:
-        await serving.begin()
-    except (ServerError, ToolsetError) as exc:
-        app.notify(f"The tab cannot be served: {exc}", severity="error", timeout=12)
-        return
-    app.serving[pane.domain.name] = serving
-    app.push_screen(AgentScreen(serving))
-
-
-async def end_all(app: AgentWorldApp) -> None:
-    """Stop serving every tab (before the app quits): every agent's call is recorded."""
-    for serving in list(app.serving.values()):
-        await serving.end()
-
-
-def since(connection: AgentConnection) -> str:
-    return time.strftime("%H:%M", time.localtime(connection.since))
+    async def end_all(self) -> None:
+        """Stop serving every tab (before the app quits): every agent's call is recorded."""
+        for serving in list(self.host.serving.values()):
+            await serving.end()

@@ -1,8 +1,9 @@
 """The Textual app: one tab per domain, one model shared by all of them.
 
 The app only shows: turns run through the simulator service (``agentworld_tui.simulator``),
-the open session file is an ``OpenWorkspace``, and each group of keys hands off to the
-module that owns it (``loading``, ``tab_actions``, ``judging``).
+the open session file is an ``OpenWorkspace``, and each key is an ``action_`` method here
+that hands off to the part that owns it (``tab_actions``, ``loading``, ``judging``,
+``agent_serving``, ``saving``), each handed the app as a Protocol of what it uses.
 """
 
 from __future__ import annotations
@@ -10,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane, Tabs
+from textual.widgets import Footer, Input, TabbedContent, TabPane, Tabs, TextArea
 
 from agentworld_tui.config import Settings, config_dir, sessions_dir
 from agentworld_tui.domains import DOMAINS
@@ -30,17 +31,20 @@ from agentworld_tui.engines.base import Engine
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.simulator.workspace import OpenWorkspace
 from agentworld_tui.ui import keys as app_keys
-from agentworld_tui.ui import tab_actions
+from agentworld_tui.ui.judging import TurnJudging
 from agentworld_tui.ui.loading import ModelLoading
 from agentworld_tui.ui.main_screen import MainScreen
 from agentworld_tui.ui.panes.base import DomainPane
+from agentworld_tui.ui.saving import Saving
 from agentworld_tui.ui.start import StartUp, collect_after_start, tab_label
+from agentworld_tui.ui.tab_actions import TabActions
 from agentworld_tui.ui.textual_private import (
     SafeCells,
     SteadyTabs,
     read_keys_as_sent,
     relabel,
 )
+from agentworld_tui.ui.twin_actions import TwinActions
 from agentworld_tui.ui.widgets.status_bar import StatusBar, StatusInfo
 from agentworld_tui.world.folders import use_user_folder
 from agentworld_tui.world.library import SessionLibrary
@@ -49,7 +53,8 @@ from agentworld_tui.world.session import Session
 from agentworld_tui.world.workspace import Workspace
 
 if TYPE_CHECKING:
-    from agentworld_tui.ui.agent_serving import TabServing
+    from agentworld_tui.simulator.shadow import Shadow
+    from agentworld_tui.ui.agent_serving import AgentServing, TabServing
 
 __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 
@@ -57,7 +62,7 @@ __all__ = ["AgentWorldApp", "MainScreen", "collect_after_start"]
 class AgentWorldApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agentworld"
-    BINDINGS = app_keys.BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*app_keys.BINDINGS]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The main screen's keys do nothing while a dialog is open (and reach it instead)."""
@@ -71,18 +76,27 @@ class AgentWorldApp(App[int]):
         session_file: Path | None = None,
         offer_resume: bool = True,
         offer_models: bool = True,
+        twin: tuple[str, Shadow] | None = None,
     ) -> None:
+        """``twin``: a tab (its domain) and the twin started for it on the command line."""
         super().__init__()
         read_keys_as_sent()  # Alt+1 ... Alt+7 as tmux and xterm send them
         use_user_folder(config_dir())  # the user's prompts, scenarios, worlds and models
         self.settings = settings
-        self.session_file = session_file
-        self.offer_resume = offer_resume and session_file is None
-        self.offer_models = offer_models
         self.files = OpenWorkspace(SessionLibrary(sessions_dir()))
         self.loading = ModelLoading(self)
         self.simulator: Simulator = self.loading.simulator(engine)
-        self.start_up = StartUp(self)
+        self.start_up = StartUp(
+            self,
+            self.loading,
+            session_file=session_file,
+            offer_resume=offer_resume and twin is None,
+            offer_models=offer_models,
+        )
+        self.tab_actions = TabActions(self, self.start_up.apply)
+        self.twin_actions = TwinActions(self, self.tab_actions.replace_session, twin)
+        self.judging = TurnJudging(self, settings.generation)
+        self.saving = Saving(self, settings.ui)
         self.tabs_ready = asyncio.Event()
         """Set once every domain's tab is built (the first before the first frame)."""
         self.model_ready = asyncio.Event()
@@ -90,7 +104,7 @@ class AgentWorldApp(App[int]):
         self._panes: dict[str, DomainPane] = {}
         self.serving: dict[str, TabServing] = {}
         """The tabs served to agents, by domain (``ui.agent_serving``)."""
-        self._steady_cursor: dict[str, Widget] = {}
+        self._steady_cursor: dict[str, Input | TextArea] = {}
         self._safe_cells = SafeCells()
 
     # -- what panes and screens use ---------------------------------------------------------
@@ -117,18 +131,26 @@ class AgentWorldApp(App[int]):
 
     def save_session(self, session: Session | None = None) -> str | None:
         """Save every tab (after each finished or interrupted turn); a failure is said."""
-        panes = self.panes()
-        active = self.active_pane
-        error = self.files.save([p.session for p in panes], active.session if active else None)
-        if error:
-            self.notify(error + ".", title="Not saved", severity="error", timeout=20)
-        return error
+        return self.saving.save(session)
 
-    def notify(self, message: str, *, title: str = "", **kwargs: object) -> None:  # type: ignore[override]
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Every notification is plain, sanitized text: its parts often came from a
-        server, a file or the model."""
-        kwargs["markup"] = False
-        super().notify(sanitize(message), title=sanitize(title), **kwargs)  # type: ignore[arg-type]
+        server, a file or the model (``markup`` is taken as Textual's is, and ignored)."""
+        super().notify(
+            sanitize(message),
+            title=sanitize(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters, then ``SafeCells``: no character a terminal acts on is drawn,
@@ -165,14 +187,15 @@ class AgentWorldApp(App[int]):
     def on_mount(self) -> None:
         self.fit(self.size.width)
         self.loading.start()
-        self.pane_built(self.query_one(DomainPane))
+        self.start_up.pane_built(self.query_one(DomainPane))
         self.show_status()
         self.call_after_refresh(self.call_later, self.start_up.build_other_tabs)
+        if self.twin_actions.at_start is not None:
+            self.run_worker(self.twin_actions.attach_at_start(), group="twin-start")
 
-    def pane_built(self, pane: DomainPane) -> None:
+    def add_pane(self, pane: DomainPane) -> None:
         self._panes[pane.domain.name] = pane
         self._panes = {n: self._panes[n] for n in DOMAINS if n in self._panes}  # tab order
-        self.start_up.pane_built(pane)
 
     def tabs(self) -> TabbedContent:
         """The tabs live on the base screen, whatever dialog is on top."""
@@ -240,11 +263,15 @@ class AgentWorldApp(App[int]):
             name = pane.domain.name
             if pane.busy:
                 editor = self.focused
-                if getattr(editor, "cursor_blink", False) and pane in editor.ancestors:  # type: ignore[union-attr]
-                    editor.cursor_blink = False  # type: ignore[union-attr]
-                    self._steady_cursor[name] = editor  # type: ignore[assignment]
-            elif (editor := self._steady_cursor.pop(name, None)) is not None:
-                editor.cursor_blink = True  # type: ignore[attr-defined]
+                if (
+                    isinstance(editor, Input | TextArea)
+                    and editor.cursor_blink
+                    and pane in editor.ancestors
+                ):
+                    editor.cursor_blink = False
+                    self._steady_cursor[name] = editor
+            elif (steady := self._steady_cursor.pop(name, None)) is not None:
+                steady.cursor_blink = True
 
     def show_status(self) -> None:
         pane = self.active_pane
@@ -253,7 +280,7 @@ class AgentWorldApp(App[int]):
         with contextlib.suppress(IndexError, NoMatches):  # closing
             self.screen_stack[0].query_one("#status", StatusBar).show(info)
 
-    # -- keys ---------------------------------------------------------------------------
+    # -- keys: each hands off to the part that owns it (docs/architecture.md) -----------
     def action_stop(self) -> None:
         pane = self.active_pane
         if pane is not None and not pane.stop():
@@ -263,18 +290,69 @@ class AgentWorldApp(App[int]):
         if self.active_pane is not None:
             self.active_pane.toggle_reasoning()
 
+    def action_retry(self) -> None:
+        self.tab_actions.retry()
+
+    def action_answer_now(self) -> None:
+        self.tab_actions.answer_now()
+
+    def action_raw_output(self) -> None:
+        self.tab_actions.raw_output()
+
+    def action_toggle_thinking(self) -> None:
+        self.tab_actions.toggle_thinking()
+
+    def action_edit_state(self) -> None:
+        self.tab_actions.edit_state()
+
+    def action_new_session(self) -> None:
+        self.tab_actions.new_session()
+
+    def action_sessions(self) -> None:
+        self.tab_actions.sessions()
+
+    def action_undo(self) -> None:
+        self.tab_actions.undo()
+
+    def action_redo(self) -> None:
+        self.tab_actions.redo()
+
+    def action_branches(self) -> None:
+        self.tab_actions.branches()
+
+    def action_replay(self) -> None:
+        self.tab_actions.replay()
+
+    def action_control(self) -> None:
+        self.tab_actions.control()
+
+    def action_world(self) -> None:
+        self.tab_actions.world()
+
     def action_models(self) -> None:
         self.loading.pick()
 
     def action_judge(self) -> None:
-        from agentworld_tui.ui.judging import judge_last_turn
+        self.judging.judge_last_turn()
 
-        judge_last_turn(self)
+    def action_twin(self) -> None:
+        self.twin_actions.open_dialog()
+
+    def action_twin_view(self) -> None:
+        self.twin_actions.toggle_view()
+
+    def action_twin_summary(self) -> None:
+        self.twin_actions.summary()
 
     async def action_agent(self) -> None:
-        from agentworld_tui.ui.agent_serving import toggle
+        await self.agent_serving.toggle()
 
-        await toggle(self)
+    @functools.cached_property
+    def agent_serving(self) -> AgentServing:
+        """Made on the first Ctrl+B: the MCP server's packages load only then."""
+        from agentworld_tui.ui.agent_serving import AgentServing
+
+        return AgentServing(self)
 
     def action_next_tab(self) -> None:
         self.tabs().query_one(Tabs).action_next_tab()
@@ -290,10 +368,14 @@ class AgentWorldApp(App[int]):
     def action_help(self) -> None:
         from agentworld_tui.ui.screens.help import HelpScreen, key_table
 
-        keys = [b for b in self.BINDINGS if not b.action.startswith("show_tab")]  # type: ignore[union-attr]
+        keys = [b for b in app_keys.BINDINGS if not b.action.startswith("show_tab")]
         rows = key_table(keys, self.active_pane)
         rows.append((f"Alt+1 … Alt+{len(app_keys.TAB_KEYS)}", "Show the tab at that place"))
         self.push_screen(HelpScreen(rows))
+
+    # Textual's takes a file name and a folder; F12 always saves in the screenshots folder.
+    def action_screenshot(self) -> None:  # type: ignore[override]
+        self.saving.screenshot()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette: Textual's own commands (its screenshot left out: F12 saves one in
@@ -301,8 +383,8 @@ class AgentWorldApp(App[int]):
         for command in super().get_system_commands(screen):
             if command.title.lower() != "screenshot":
                 yield command
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.action not in ("quit", "screenshot"):
+        for binding in app_keys.BINDINGS:
+            if binding.action not in ("quit", "screenshot"):
                 # run_action: an action with arguments (``show_tab(2)``) is a string to parse
                 action = functools.partial(self.run_action, binding.action)
                 title = binding.tooltip if binding.action.startswith("show_tab") else None
@@ -311,26 +393,12 @@ class AgentWorldApp(App[int]):
 
     async def on_unmount(self) -> None:
         if self.serving:  # closed some other way than Ctrl+Q (a test, a signal)
-            from agentworld_tui.ui.agent_serving import end_all
-
-            await end_all(self)
+            await self.agent_serving.end_all()
+        await self.twin_actions.close_all()  # every twin's sandbox or server goes with the app
 
     async def action_quit(self) -> None:
         if self.serving:
-            from agentworld_tui.ui.agent_serving import end_all
-
-            await end_all(self)  # every agent's call is recorded before the last save
-        tab_actions.quit(self)
-
-
-def _delegated(name: str) -> Callable[[AgentWorldApp], None]:
-    def action(app: AgentWorldApp) -> None:
-        getattr(tab_actions, name)(app)
-
-    action.__name__ = f"action_{name}"
-    action.__doc__ = getattr(tab_actions, name).__doc__
-    return action
-
-
-for _name in app_keys.TAB_ACTIONS:
-    setattr(AgentWorldApp, f"action_{_name}", _delegated(_name))
+            await (
+                self.agent_serving.end_all()
+            )  # every agent's call is recorded before the last save
+        self.saving.quit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,7 @@ def parse_demo(data: dict[str, Any], source: str = "demo script") -> DemoScript:
             raise DemoScriptError(f"{where} must be a table")
         _check_keys(raw, {"domain", "scenario", "actions"}, where)
         domain = raw.get("domain")
-        if domain not in DOMAINS:
+        if not isinstance(domain, str) or domain not in DOMAINS:
             raise DemoScriptError(f"{where}: domain must be one of {', '.join(DOMAINS)}")
         scenario = raw.get("scenario", "")
         if not isinstance(scenario, str):
@@ -164,8 +165,6 @@ def parse_demo(data: dict[str, Any], source: str = "demo script") -> DemoScript:
 
 def shipped_demo(name: str) -> Path:
     """The path of the example script ``name`` that ships with the app."""
-    from importlib import resources
-
     return Path(str(resources.files("agentworld_tui").joinpath("demos", f"{name}.toml")))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,48 +13,77 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from agentworld_tui.config import GenerationSettings
 from agentworld_tui.judging.judge import STOPPED
 from agentworld_tui.judging.turn import JudgeRun, judge_params, judge_turn
-from agentworld_tui.simulator import TurnUpdate
+from agentworld_tui.simulator import Simulator, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
+from agentworld_tui.ui.host import TabsAndDialogs
+from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.tab_actions import idle_pane
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.world.judgement import Verdict
 from agentworld_tui.world.sanitize import StreamSanitizer
+from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
-    from agentworld_tui.ui.app import AgentWorldApp
     from agentworld_tui.ui.screens.judge_view import JudgeRequest
 
 
-def judge_last_turn(app: AgentWorldApp) -> None:
-    from agentworld_tui.ui.screens.judge_view import JudgeSetup
+class JudgingHost(TabsAndDialogs, Protocol):
+    """What judging needs of the app."""
 
-    pane = idle_pane(app)
-    if pane is None:
-        return
-    turns = [t for t in pane.session.turns if t.observation]
-    if not turns:
-        app.notify("No turn with an observation to judge yet.", timeout=4)
-        return
-    turn = turns[-1]
-    name = app.engine.info.name if app.engine is not None else ""
+    @property
+    def simulator(self) -> Simulator: ...
 
-    def chosen(request: JudgeRequest | None) -> None:
-        if request is None:
+    def save_session(self, session: Session | None = None) -> str | None: ...
+
+
+class TurnJudging:
+    """F11: the tab's last turn judged against a reference the person gives."""
+
+    def __init__(self, host: JudgingHost, generation: GenerationSettings) -> None:
+        self.host = host
+        self.generation = generation
+
+    def judge_last_turn(self) -> None:
+        from agentworld_tui.ui.screens.judge_view import JudgeSetup
+
+        host = self.host
+        pane = idle_pane(host)
+        if pane is None:
             return
+        turns = [t for t in pane.session.turns if t.observation]
+        if not turns:
+            host.notify("No turn with an observation to judge yet.", timeout=4)
+            return
+        turn = turns[-1]
+        engine = host.simulator.engine
+        name = engine.info.name if engine is not None else ""
+
+        def chosen(request: JudgeRequest | None) -> None:
+            if request is not None:
+                self.judge(pane, turn, request)
+
+        reference = str(turn.stats.get("reference", ""))
+        limit = self.generation.judge_max_tokens
+        host.push_screen(JudgeSetup(reference, loaded_model=name, max_tokens=limit), chosen)
+
+    def judge(self, pane: DomainPane, turn: Turn, request: JudgeRequest) -> None:
+        """Judge ``turn`` as the person asked, watching the judge as it goes."""
         from agentworld_tui.judging.prompts import (
             JudgePromptsError,
             load_judge_prompts,
             turn_judge_messages,
         )
 
+        host = self.host
         prompts = None
         if request.prompts:
             try:
                 prompts = load_judge_prompts(Path(request.prompts).expanduser(), [pane.domain.name])
             except JudgePromptsError as exc:
-                app.notify(str(exc), title="Judge prompts", severity="error", timeout=15)
+                host.notify(str(exc), title="Judge prompts", severity="error", timeout=15)
                 return
         reference = request.reference
         if not reference.strip():
@@ -63,20 +92,21 @@ def judge_last_turn(app: AgentWorldApp) -> None:
             reference = JUDGE_REFERENCE  # judged on its own, as rollout's judge does
         messages, problems = turn_judge_messages(pane.session, turn, reference, prompts=prompts)
         for problem in problems:
-            app.notify(problem, severity="warning")
-        params = replace(judge_params(app.simulator.params), max_tokens=request.max_tokens)
+            host.notify(problem, severity="warning")
+        params = replace(judge_params(host.simulator.params), max_tokens=request.max_tokens)
         run = judge_turn(
-            app.simulator,
+            host.simulator,
             pane.session,
             turn,
             messages,
             reference=reference,
             spec=request.judge,
             params=params,
-            save=app.save_session,
+            save=host.save_session,
         )
+        engine = host.simulator.engine
         remote = request.judge is not None and bool(request.judge.server)
-        local = not remote and not (app.engine is not None and app.engine.info.remote)
+        local = not remote and not (engine is not None and engine.info.remote)
 
         def shown(verdict: Verdict | None) -> None:
             from agentworld_tui.ui.screens.judge_view import JudgeView
@@ -84,13 +114,9 @@ def judge_last_turn(app: AgentWorldApp) -> None:
             if not pane.busy:
                 pane.show_session()
             if verdict is not None:
-                app.push_screen(JudgeView(verdict, title=f"Turn {turn.number}"))
+                host.push_screen(JudgeView(verdict, title=f"Turn {turn.number}"))
 
-        app.push_screen(JudgeProgress(run, f"Judging turn {turn.number}", local=local), shown)
-
-    reference = str(turn.stats.get("reference", ""))
-    limit = app.settings.generation.judge_max_tokens
-    app.push_screen(JudgeSetup(reference, loaded_model=name, max_tokens=limit), chosen)
+        host.push_screen(JudgeProgress(run, f"Judging turn {turn.number}", local=local), shown)
 
 
 class JudgeProgress(ModalScreen[Verdict | None]):

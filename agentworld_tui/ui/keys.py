@@ -7,9 +7,10 @@ from textual.binding import Binding
 
 from agentworld_tui.domains import DOMAINS
 
-# key, action, description, tooltip; every one has priority (editors cannot swallow them)
-# and, but for help and quit, acts on the main screen only. The footer shows FOOTER_KEYS
-# only, the same whatever has the focus, within 80 columns; F1 and the palette list all.
+# key, action (the app's ``action_`` method of that name), description, tooltip; every one
+# has priority (editors cannot swallow them) and, but for help and quit, acts on the main
+# screen only. The footer shows FOOTER_KEYS only, the same whatever has the focus, within
+# 80 columns; F1 and the palette list all.
 KEYS: list[tuple[str, str, str, str]] = [
     ("ctrl+r", "retry", "Retry", "Ask again for the last turn"),
     ("ctrl+g", "answer_now", "Answer now", "End the reasoning and answer"),
@@ -28,6 +29,9 @@ KEYS: list[tuple[str, str, str, str]] = [
     ("f10", "world", "World", "Attach or edit a fictional world"),
     ("f11", "judge", "Judge", "Judge the last turn against a reference"),
     ("ctrl+b", "agent", "Agent", "Serve this tab to an agent (MCP); watch and steer it"),
+    ("shift+f9", "twin", "Twin", "Twin this tab with reality: a sandbox or the real server"),
+    ("shift+f10", "twin_view", "Twin view", "Prediction and reality side by side, or a diff"),
+    ("shift+f11", "twin_summary", "Twin summary", "Divergence figures and the task's check"),
     ("alt+right,ctrl+pagedown", "next_tab", "Next tab", "Show the next tab"),
     ("alt+left,ctrl+pageup", "previous_tab", "Previous tab", "Show the previous tab"),
 ]
@@ -35,24 +39,6 @@ FOOTER_KEYS = {"retry", "branches", "models"}
 TAB_KEYS = [(f"alt+{i}", f"show_tab({i})", DOMAINS.title(n)) for i, n in enumerate(DOMAINS, 1)]
 NARROW = 100
 MAIN_SCREEN_ACTIONS = {action for _, action, _, _ in KEYS} | {"show_tab"}
-
-# Keys whose action is the function of that name in ``tab_actions``, called with the app.
-TAB_ACTIONS = (
-    "retry",
-    "answer_now",
-    "raw_output",
-    "edit_state",
-    "new_session",
-    "sessions",
-    "undo",
-    "redo",
-    "branches",
-    "replay",
-    "toggle_thinking",
-    "control",
-    "world",
-    "screenshot",
-)
 
 BINDINGS = [
     Binding("escape", "stop", "Stop", tooltip="Stop generating; what came stays"),

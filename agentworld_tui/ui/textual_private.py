@@ -202,7 +202,7 @@ class QuietStartScreen(Screen[None]):
             self._resumed = True
             event.refresh_styles = False
 
-    def _on_resize(self, event: events.Resize) -> None:
+    async def _on_resize(self, event: events.Resize) -> None:
         """A resize to the size the screen is laid out at lays nothing out again. At start
         Textual sends three (the app's, and two the screen sends itself after its layouts),
         each a full layout of every widget (2% of the work to the first frame); a layout

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Message, Session, Turn
 
 EXPORT_FORMATS = ("agentworldbench", "markdown", "json")
@@ -273,10 +273,6 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{sanitize(text).rstrip(chr(10))}\n{fence}"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(sanitize(text).split())
-
-
 # What CommonMark (with GFM tables and strikethrough) or HTML would act on inside a line: an
 # underscore only at a word's edge, since "web_search" is never emphasis.
 _MARKDOWN_ACTIVE = re.compile(r"[\\`*\[\]<>#|~&]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
@@ -286,7 +282,7 @@ _LIST_NUMBER = re.compile(r"^(\d{1,9})([.)])")
 def _inline(text: str) -> str:
     """Untrusted text as one line of Markdown that shows exactly that text: controls
     removed, line breaks joined, and every character Markdown or HTML acts on escaped."""
-    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), _one_line(text))
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), one_line(text))
 
 
 def _prose(text: str) -> str:

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.store import remove_stale_temporaries, write_atomic
 from agentworld_tui.world.workspace import (
@@ -76,15 +76,13 @@ class SessionLibrary:
             try:
                 ws = load_workspace(path, self.domains)
             except WorkspaceError as exc:
-                problem = _one_line(str(exc))
-                found.append(
-                    SavedSession(path, _one_line(path.stem), _mtime(path), problem=problem)
-                )
+                problem = one_line(str(exc))
+                found.append(SavedSession(path, one_line(path.stem), _mtime(path), problem=problem))
                 continue
             found.append(
                 SavedSession(
                     path,
-                    _one_line(ws.name) or _one_line(path.stem),
+                    one_line(ws.name) or one_line(path.stem),
                     ws.updated,
                     len(ws.tabs),
                     ws.turn_count,
@@ -138,7 +136,7 @@ class SessionLibrary:
         SessionInUse when another program has it open. When this program has it open,
         that workspace stays usable: its next save writes the file anew."""
         if path.parent.resolve() != self.folder.resolve():
-            raise WorkspaceError(f"{_one_line(str(path))} is not in {self.folder}")
+            raise WorkspaceError(f"{one_line(str(path))} is not in {self.folder}")
         held = open_workspace(path)
         lock = None
         if held is None or not held.holds_lock:
@@ -153,7 +151,7 @@ class SessionLibrary:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            where = _one_line(str(path))
+            where = one_line(str(path))
             raise WorkspaceError(f"cannot delete {where}: {exc.strerror or exc}") from None
         finally:
             if lock is not None:
@@ -227,10 +225,6 @@ class SessionLibrary:
     def _file_name(self, name: str) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "session"
         return f"{slug}-{uuid.uuid4().hex[:6]}{SUFFIX}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(sanitize(text).split())
 
 
 def _mtime(path: Path) -> float:

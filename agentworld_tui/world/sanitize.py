@@ -68,6 +68,15 @@ def sanitize(text: str) -> str:
     return _CONTROLS.sub("", text)
 
 
+def one_line(text: str, limit: int | None = None) -> str:
+    """Untrusted text for one line of a screen, a message or a log: sanitized, each run of
+    whitespace (newlines too) one space; longer than ``limit``, cut with an ellipsis."""
+    line = " ".join(sanitize(text).split())
+    if limit is None or len(line) <= limit:
+        return line
+    return line[: limit - 1] + "…"
+
+
 class StreamSanitizer:
     """Sanitize a stream whose escape sequences may be split across chunks.
 

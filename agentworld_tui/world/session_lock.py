@@ -25,7 +25,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.store import real_path, write_atomic
 
 
@@ -40,10 +40,10 @@ class Holder:
 
     def describe(self) -> str:
         """'agentworld predict (process 1234, since 10:15)', made safe to show."""
-        program = _clean(self.program)[:60] or "another program"
+        program = one_line(self.program)[:60] or "another program"
         where = [f"process {self.pid}"]
         if self.host and self.host != socket.gethostname():
-            where.append(f"on {_clean(self.host)[:60]}")
+            where.append(f"on {one_line(self.host)[:60]}")
         if 0 < self.since < 253402300799:
             where.append(time.strftime("since %Y-%m-%d %H:%M", time.localtime(self.since)))
         return f"{program} ({', '.join(where)})"
@@ -145,7 +145,3 @@ def _program() -> str:
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     words = [a for a in sys.argv[1:] if re.fullmatch(r"[a-z][a-z-]{0,30}", a)][:1]
     return " ".join([name, *words])
-
-
-def _clean(text: str) -> str:
-    return " ".join(sanitize(text).split())

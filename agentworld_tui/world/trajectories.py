@@ -22,6 +22,7 @@ from typing import Any
 
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.domain import Domain, Scenario
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Message, Session, Turn
 
 BENCHMARK_GLOB = "*_test.jsonl"
@@ -108,8 +109,7 @@ class Trajectory:
         """A one-line summary for a list: the first action, shortened."""
         first = self.prompts[0] if self.prompts else ""
         action = _action_text(first) or first
-        summary = " ".join(action.split())
-        return summary if len(summary) <= 72 else summary[:71] + "…"
+        return one_line(action, 72)
 
     def covers(self, sample: Sample) -> bool:
         """Whether ``sample`` is a line of this trajectory."""

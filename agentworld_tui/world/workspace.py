@@ -29,7 +29,7 @@ from typing import Any
 from agentworld_tui import __version__
 from agentworld_tui.world.domain import DOMAINS, Domain
 from agentworld_tui.world.json_input import JsonInputError, check_bounds, parse_json
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session
 from agentworld_tui.world.session_lock import Holder, LockHeld, SessionLock
 from agentworld_tui.world.store import real_path, write_atomic
@@ -442,7 +442,7 @@ def workspace_from_dict(
         raise WorkspaceError(f"{where}: damaged (schema must be a positive whole number)")
     if schema > SCHEMA_VERSION:
         saved_by = data.get("app_version")
-        by = f" by agentworld {_one_line(saved_by)[:40]}" if isinstance(saved_by, str) else ""
+        by = f" by agentworld {one_line(saved_by)[:40]}" if isinstance(saved_by, str) else ""
         raise WorkspaceError(
             f"{where}: saved{by} in session format {schema}; this version "
             f"({__version__}) reads format {SCHEMA_VERSION} or older: upgrade agentworld to open it"
@@ -488,13 +488,9 @@ def _registered_domain(name: str) -> Domain:
     return DOMAINS[name]
 
 
-def _one_line(text: str) -> str:
-    return " ".join(sanitize(text).split())
-
-
 def _where(path: Path) -> str:
     """A path as messages show it: one line, nothing a terminal would act on."""
-    return _one_line(str(path)) or "session file"
+    return one_line(str(path)) or "session file"
 
 
 def _digest(data: bytes) -> str:

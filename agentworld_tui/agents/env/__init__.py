@@ -12,7 +12,10 @@ OpenEnv over HTTP and WebSockets, Gymnasium, and rollouts of a policy model.
 An environment may run beside a real twin (``twin=TwinSpec("terminal", seed="~/project")``):
 each step goes to the world model and the twin, the agent receives reality's answer (or
 the prediction, ``deliver="sim"``), the step says how far the two were apart, and
-``end_episode`` runs the check in the twin (docs/reality.md).
+``end_episode`` runs the check in the twin (docs/reality.md). With ``routes=`` (a rule
+file, ``"default"``, or a ``RuleSet``) each step goes real, sim or shadow as the rules say;
+with ``traces=`` (a ``TraceStore`` or its path) the world model is shown similar earlier
+real answers; each step says where it was answered and why (``step.route``).
 
 The OpenEnv server (``openenv_server``) and the Gymnasium adapter (``gym``) need the
 ``openenv`` and ``gym`` extras; nothing here imports them, Textual, or llama.cpp (which
@@ -37,7 +40,9 @@ from agentworld_tui.agents.schedule import (
 )
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.reality.figures import EpisodeFigures
+from agentworld_tui.reality.routing import RuleSet
 from agentworld_tui.reality.spec import TwinSpec
+from agentworld_tui.reality.traces import TraceStore
 from agentworld_tui.world.action import ActionError
 
 __all__ = [
@@ -55,12 +60,14 @@ __all__ = [
     "RetryPolicy",
     "RetryingEngine",
     "Rule",
+    "RuleSet",
     "Schedule",
     "ScheduleError",
     "SessionFile",
     "StepOutcome",
     "StepResult",
     "ToolCall",
+    "TraceStore",
     "TwinBusy",
     "TwinError",
     "TwinSlots",

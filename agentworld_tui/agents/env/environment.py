@@ -16,6 +16,9 @@ started fresh at reset (``twins``): each step goes to the world model and to the
 once, the agent receives the side ``deliver`` names (reality's by default), and the step
 says which, with the divergence. ``end_episode`` (or the step limit, the next reset,
 close) runs the check in the twin and records the episode's figures in the session.
+With ``routes`` (rules, ``routing``), each step goes to the twin, the world model or both,
+as the rules say; with ``traces`` (a trace store), the world model is shown similar
+earlier real answers first. Each step says where it was answered and why.
 
 Environments share an engine by sharing a ``Simulator`` (``EnvironmentPool`` makes one
 for N of them); an environment made from an engine spec owns its simulator and closes it
@@ -26,6 +29,7 @@ a local model is used.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import threading
@@ -40,6 +44,14 @@ from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action
 from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
 from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult, TwinStep
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy
+from agentworld_tui.agents.env.routing import (
+    EpisodeRouting,
+    Grounded,
+    Kept,
+    RoutesInput,
+    TracesInput,
+    keep_later,
+)
 from agentworld_tui.agents.env.scenarios import resolve_domain, resolve_scenario, resolve_world
 from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
 from agentworld_tui.agents.env.simulators import (
@@ -60,13 +72,20 @@ from agentworld_tui.agents.env.twins import (
 )
 from agentworld_tui.agents.schedule import Decision, ScheduleError, joined_control, parse_schedule
 from agentworld_tui.engines.base import GenerationParams
+from agentworld_tui.reality.routing import Decision as RouteDecision
+from agentworld_tui.reality.routing import Route
+from agentworld_tui.reality.traces import call_of
 from agentworld_tui.simulator import Home, Saver, Simulator, SimulatorError, TurnRun, home_on
+from agentworld_tui.simulator.real_run import RealRun
+from agentworld_tui.simulator.routing import RoutedSession
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.session import Session, Turn, new_session
 
 if TYPE_CHECKING:
     from agentworld_tui.reality.figures import EpisodeFigures
+    from agentworld_tui.reality.grounding import Grounding
+    from agentworld_tui.reality.observation import RealObservation
     from agentworld_tui.reality.spec import Deliver, TwinSpec
     from agentworld_tui.world.fictional_world import FictionalWorld
     from agentworld_tui.world.tool import Tool
@@ -92,6 +111,10 @@ class PendingStep:
         self.preset = preset
         self.decisions = tuple(decisions)
         self.ended = 0.0
+        self.routed: RoutedSession | None = None
+        """The episode's routing, where the step went through it."""
+        self.keeping: concurrent.futures.Future[int] | None = None
+        """Reality's answers on their way into the trace store."""
         self._result: StepResult | None = None
         run.on_complete.append(self._mark_end)
 
@@ -139,6 +162,10 @@ class PendingStep:
     def _finish(self) -> StepResult:
         if self._result is None:
             self._result = self.environment._result_of(self)
+            routed = self.routed
+            found = routed.exchanges(self.run) if routed is not None else []
+            if routed is not None and found:
+                self.keeping = keep_later(routed, found)
         return self._result
 
 
@@ -189,6 +216,8 @@ class _Episode:
     twin: EpisodeTwin | None = None
     ended: bool = False
     """``end_episode`` ran (or the step limit ended a twinned episode): steps are refused."""
+    routed: RoutedSession | None = None
+    """Where each step goes (rules, the twin, grounding), when the environment routes."""
 
 
 class Environment:
@@ -206,6 +235,12 @@ class Environment:
     ``deliver`` is the side the agent receives ("real", the default, or "sim"); ``check``
     is the command run in the twin at the episode's end (default: the scenario's own
     ``check``, if it has one). ``twin_slots`` bounds the twins of many environments.
+
+    ``routes`` (with a twin: a rule file's path, ``"default"`` for the shipped rules, or
+    a ``RuleSet``) sends each step real, sim or shadow by the rules (without it, a twin
+    shadows every step). ``traces`` (a ``TraceStore`` or a path, made if missing) grounds
+    the world model in similar earlier real answers, within ``grounding_budget`` tokens,
+    and keeps the twin's answers. See ``routing``.
     """
 
     def __init__(
@@ -227,6 +262,9 @@ class Environment:
         deliver: Deliver | None = None,
         check: str | None = None,
         twin_slots: TwinSlots | None = None,
+        routes: RoutesInput | None = None,
+        traces: TracesInput | None = None,
+        grounding_budget: int | None = None,
     ) -> None:
         if (engine is None) == (simulator is None):
             raise EnvError("give an engine (a GGUF path or a server URL) or a simulator")
@@ -245,16 +283,24 @@ class Environment:
         if max_steps is not None and max_steps < 1:
             raise EnvError("max_steps must be at least 1")
         self.max_steps = max_steps
+        self.routing = EpisodeRouting.of(routes, traces, grounding_budget, twinned=twin is not None)
+        """The rules and the trace store (None: every step as the twin, or its absence,
+        says: shadowed or simulated, ungrounded)."""
         self.seed = seed
         self.params = params
         self.owner = owner or self.domain.name
-        if simulator is not None:
-            self._shared = SharedSimulator(simulator, owned=False)
-        else:
-            assert engine is not None
-            self._shared = SharedSimulator(
-                open_simulator(engine, params=params, retry=retry), owned=True
-            )
+        try:
+            if simulator is not None:
+                self._shared = SharedSimulator(simulator, owned=False)
+            else:
+                assert engine is not None
+                self._shared = SharedSimulator(
+                    open_simulator(engine, params=params, retry=retry), owned=True
+                )
+        except BaseException:
+            if self.routing is not None:
+                self.routing.leave()
+            raise
         self.session_file = SessionFile(Path(session_file)) if session_file else None
         self._episode: _Episode | None = None
         self._closed = False
@@ -384,12 +430,26 @@ class Environment:
         else:
             yield Loaded(self.simulator)
         home: Home | None = yield HOME
-        results: list[StepResult] = yield Results([self.begin(action, home=home)])
-        return (yield from self._after_step_plan(results[0]))
+        pending = yield from self._begin_plan(action, home)
+        results: list[StepResult] = yield Results([pending])
+        return (yield from self._after_step_plan(results[0], pending))
 
-    def _after_step_plan(self, result: StepResult) -> Plan[StepResult]:
-        """A twinned episode that reached its step limit ends with its last step: the
-        check runs and the step carries the figures."""
+    def _begin_plan(self, action: ActionInput, home: Home | None) -> Plan[PendingStep]:
+        """``begin``, with the trace store read as a wait of the plan (off the loop)."""
+        episode = self._started()
+        routed = episode.routed
+        if routed is None or routed.reality.grounder is None:
+            return self.begin(action, home=home)
+        made = make_action(self.domain, episode.session.scenario, action)
+        grounding: Grounding = yield Grounded(routed.reality.grounder, made)
+        return self._begin(made, home, grounding)
+
+    def _after_step_plan(self, result: StepResult, pending: PendingStep) -> Plan[StepResult]:
+        """Reality's answers go into the trace store before the next step (which is
+        grounded in them). A twinned episode that reached its step limit ends with its
+        last step: the check runs and the step carries the figures."""
+        if pending.keeping is not None:
+            yield Kept(pending.keeping)
         episode = self._episode
         if not result.done or episode is None or episode.twin is None or episode.ended:
             return result
@@ -432,7 +492,15 @@ class Environment:
 
     def begin(self, action: ActionInput, *, home: Home | None = None) -> PendingStep:
         """Start a step and return at once (a pool starts many, then waits for each);
-        raises ActionError for a refused action and EnvError when none can start."""
+        raises ActionError for a refused action and EnvError when none can start. With
+        a trace store, its examples are looked up here, on the calling thread."""
+        return self._begin(action, home, None)
+
+    def _begin(
+        self, action: ActionInput, home: Home | None, grounding: Grounding | None
+    ) -> PendingStep:
+        """``begin``; ``grounding`` is the step's examples when they were looked up
+        already (None: looked up here where the environment grounds)."""
         self._check_open()
         episode = self._started()
         if episode.pending is not None and not episode.pending.done:
@@ -451,13 +519,27 @@ class Environment:
         preset = session.control.preset if session.control is not None else ""
         params = self._params()
         started = time.monotonic()
-        saver = self._saver(len(session.turns) + 1, decisions)
-        shadow = episode.twin.shadow if episode.twin is not None else None
+        routed = episode.routed
+        step = _RoutedStep(routed) if routed is not None else None
+        saver = self._saver(len(session.turns) + 1, decisions, step)
         try:
-            run = self.simulator.send(
-                session, made, params=params, owner=self.owner, save=saver, home=home,
-                shadow=shadow,
-            )  # fmt: skip
+            if step is None:
+                shadow = episode.twin.shadow if episode.twin is not None else None
+                run = self.simulator.send(
+                    session, made, params=params, owner=self.owner, save=saver, home=home,
+                    shadow=shadow,
+                )  # fmt: skip
+            else:
+                step.decision = step.routed.decide(call_of(self.domain.name, made.payload)[0])
+                if step.routed.route(step.decision) is Route.REAL:
+                    grounding = None
+                elif grounding is None:
+                    grounding = step.routed.grounding(made, step.decision)
+                run = step.routed.send(
+                    self.simulator, made, step.decision, grounding, params=params,
+                    owner=self.owner, save=saver, home=home,
+                )  # fmt: skip
+                step.run = run
         except SimulatorError as exc:
             session.control = own
             raise EnvError(str(exc)) from None
@@ -467,6 +549,7 @@ class Environment:
         episode.pending = PendingStep(
             self, run, started=started, preset=preset, decisions=decisions
         )
+        episode.pending.routed = routed
         return episode.pending
 
     def cancel(self) -> bool:
@@ -507,12 +590,15 @@ class Environment:
             )
         twin = copy.copy(self)
         twin._shared = self._shared.join()
+        twin.routing = self.routing.join() if self.routing is not None else None
         twin.seed = self.seed if seed is None else seed
         twin.session_file = SessionFile(Path(session_file)) if session_file else self.session_file
         data = copy.deepcopy(episode.session.to_dict())
         data["id"] = uuid.uuid4().hex[:12]
         session = Session.from_dict(data, self.domain)
         twin._episode = _Episode(session, None, episode.steps, list(episode.problems))
+        if twin.routing is not None:
+            twin._episode.routed = twin.routing.open(session, session.scenario, None)
         twin._closed = False
         return twin
 
@@ -527,6 +613,7 @@ class Environment:
         finally:
             self._closed = True
             self._shared.leave()
+            self._leave_routing()
 
     async def aclose(self) -> None:
         """``close`` once the step it stops is recorded (and the twin's check ran)."""
@@ -594,8 +681,24 @@ class Environment:
         session.world = self.world
         if twin is not None:
             session.twin = twin.shadow.describe()
+            if self.routing is not None and self.routing.rules is not None:
+                session.twin["routes"] = self.routing.source
         self._episode = _Episode(session, problems=list(problems), twin=twin)
+        if self.routing is not None:
+            self._episode.routed = self.routing.open(session, scenario, twin)
         return Observation(scenario.state, 0)
+
+    def _leave_routing(self) -> None:
+        """Let go of the rules and the store, once the last step's answers are kept."""
+        routing, self.routing = self.routing, None
+        if routing is None:
+            return
+        episode = self._episode
+        keeping = episode.pending.keeping if episode and episode.pending else None
+        if keeping is not None:
+            with contextlib.suppress(Exception):
+                keeping.result(timeout=CLOSE_WAIT)
+        routing.leave()
 
     def _twin_settings(
         self, twin: TwinSpec | None, deliver: Deliver | None, check: str | None
@@ -674,16 +777,21 @@ class Environment:
         tool_call = 1 + sum(1 for t in session.turns if tool and _tool_of(t.action) == tool)
         return self.schedule.decide(tool, len(session.turns) + 1, tool_call)
 
-    def _saver(self, number: int, decisions: list[Decision]) -> Saver | None:
-        """What runs on the session's thread once turn ``number`` is recorded: the
-        schedule's decisions go into its stats (so the session file and its exports say
-        which faults were drawn), then the session file is written."""
+    def _saver(
+        self, number: int, decisions: list[Decision], routed: _RoutedStep | None = None
+    ) -> Saver | None:
+        """What runs on the session's thread once turn ``number`` is recorded: a routed
+        step is settled (a real answer that failed, as its rule says), the schedule's
+        decisions go into its stats (so the session file and its exports say which faults
+        were drawn), then the session file is written."""
         target = self.session_file
-        if target is None and not decisions:
+        if target is None and not decisions and routed is None:
             return None
         drawn = [decision.to_dict() for decision in decisions]
 
         def save(session: Session) -> str | None:
+            if routed is not None:
+                routed.settle()
             if drawn:
                 for turn in reversed(session.turns):
                     if turn.number == number:
@@ -717,7 +825,9 @@ class Environment:
             schedule=pending.decisions,
             done=done,
             extraction=turn.extraction,
-            twin=TwinStep.of(turn, self.deliver),
+            twin=TwinStep.of(turn, self.deliver, real=_real_of(pending.run)),
+            route=dict(turn.route) if isinstance(turn.route, dict) else None,
+            grounding=_grounding_figures(turn.grounding),
         )
 
 
@@ -727,3 +837,47 @@ def _tool_of(action: Action) -> str:
     payload = action.payload
     name = payload.get("name") if isinstance(payload, dict) else None
     return name if isinstance(name, str) else ""
+
+
+class _RoutedStep:
+    """One routed step: where it was decided to go, and its run once begun. Settled on
+    the session's thread when the turn is recorded, before it is saved."""
+
+    def __init__(self, routed: RoutedSession) -> None:
+        self.routed = routed
+        self.decision: RouteDecision | None = None
+        self.run: TurnRun | None = None
+
+    def settle(self) -> None:
+        """A shadowed step whose real answer was to be delivered and failed: the rule's
+        ``on_failure`` has the world model's answer stand (the route says so), or fails
+        the step (nothing is delivered; the prediction stays in the turn's raw text)."""
+        run = self.run
+        if run is None:
+            return
+        turn = run.turn
+        why = self.routed.settle(run, self.decision)
+        if why:
+            turn.status = "error"
+            turn.note = f"{REAL_FAILED}: {why}"
+            turn.observation = ""
+        elif isinstance(run, RealRun) and not run.fell_back and turn.status == "error":
+            failed = (turn.route or {}).get("failed")
+            if failed:
+                turn.note = f"{REAL_FAILED}: {failed}"
+
+
+REAL_FAILED = "the twin could not answer"
+
+
+def _real_of(run: TurnRun) -> RealObservation | None:
+    """Reality's answer to a step routed to it alone (None for any other step)."""
+    return run.real if isinstance(run, RealRun) else None
+
+
+def _grounding_figures(grounding: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a step says of its examples: which were shown and what they took, without
+    their text (the session file keeps it)."""
+    if not isinstance(grounding, dict):
+        return None
+    return {k: v for k, v in grounding.items() if k != "text"}

@@ -14,7 +14,9 @@ step's whole result, timings included, is ``env.unwrapped.last_step``.
 With a ``twin`` (a ``TwinSpec``), each episode runs beside a fresh real twin: the
 observation is the side delivered (reality's by default), ``info["twin"]`` says which,
 with the step's divergence, and the step that reaches ``max_steps`` carries the episode's
-figures in ``info["episode"]`` (the check in the twin among them).
+figures in ``info["episode"]`` (the check in the twin among them). With ``routes`` and
+``traces`` (``Environment``'s), ``info["route"]`` says where each step was answered and
+why, and ``info["grounding"]`` which real examples the world model was shown.
 
 The spaces are honest: the text space holds every character a screen can (its character
 set is all of Unicode, indexed by code point, so vector environments pass any observation
@@ -44,6 +46,7 @@ from gymnasium.vector.utils.shared_memory import read_from_shared_memory
 from agentworld_tui.agents.env.actions import ActionInput, make_action
 from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.results import StepResult
+from agentworld_tui.agents.env.routing import RoutesInput, TracesInput
 from agentworld_tui.agents.env.scenarios import resolve_scenario
 from agentworld_tui.agents.env.simulators import EngineInput
 from agentworld_tui.domains.tool_call import ToolCallDomain
@@ -381,6 +384,9 @@ class SimulatedEnv(gymnasium.Env[str, str]):
         twin: TwinSpec | None = None,
         deliver: Deliver | None = None,
         check: str | None = None,
+        routes: RoutesInput | None = None,
+        traces: TracesInput | None = None,
+        grounding_budget: int | None = None,
     ) -> None:
         self.env = Environment(
             domain,
@@ -395,6 +401,9 @@ class SimulatedEnv(gymnasium.Env[str, str]):
             twin=twin,
             deliver=deliver,
             check=check,
+            routes=routes,
+            traces=traces,
+            grounding_budget=grounding_budget,
         )
         self.render_mode = render_mode
         self.observation_space = self.observation_space_for(MAX_OBSERVATION_CHARS)
@@ -443,6 +452,10 @@ class SimulatedEnv(gymnasium.Env[str, str]):
         }
         if step.twin is not None:
             info["twin"] = step.twin.figures()
+        if step.route is not None:
+            info["route"] = step.route
+        if step.grounding is not None:
+            info["grounding"] = step.grounding
         if step.episode is not None:
             info["episode"] = step.episode.to_dict()
         return self._shown, 0.0, False, step.done, info

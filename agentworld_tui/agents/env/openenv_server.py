@@ -22,18 +22,32 @@ reset and torn down at its end, its session's end or the server's stop; at most
 ``TwinSlots.most`` at once, and an episode beyond that is refused in one line. Each step's
 ``twin`` says which side the agent received, with the divergence; the episode's end (a
 ``done`` action, the step limit, the next reset, the session's end) runs the check in the
-twin, and the step that ended it carries the figures in ``episode``.
+twin, and the step that ended it carries the figures in ``episode``. With routing rules
+(``ServeConfig.routes``) each step goes to the twin, the world model or both as the rules
+say, and with a trace store (``ServeConfig.traces``) the world model is shown similar real
+answers first; each step's ``route`` and ``grounding`` say where it was answered, why, and
+with which examples.
+
+A hostile or careless client costs only its own session: an action is checked on a worker
+thread within ``CHECK_SECONDS`` (a pattern that backtracks is refused, the loop serves the
+others meanwhile), and a WebSocket session that sends nothing for ``session_idle_seconds``
+is closed (code 1001), so that sessions a client left open without closing them give back
+their descriptors and memory; past ``max_sessions`` a new one is refused ("Server at
+capacity").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import json
 import logging
 import re
 import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +67,7 @@ from agentworld_tui import __version__
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall
 from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.results import EnvError, StepResult, TwinStep
+from agentworld_tui.agents.env.routing import EpisodeRouting
 from agentworld_tui.agents.env.scenarios import (
     resolve_domain,
     resolve_scenario,
@@ -61,10 +76,16 @@ from agentworld_tui.agents.env.scenarios import (
 )
 from agentworld_tui.agents.env.twins import TwinError, TwinSlots
 from agentworld_tui.config import MAX_SEED
+from agentworld_tui.domains.base import shown_name
+from agentworld_tui.domains.json_schema import CHECK_SECONDS, CheckTimeout, checking_within
+from agentworld_tui.domains.tool_call import too_costly
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.reality.figures import EpisodeFigures
+from agentworld_tui.reality.routing import RuleSet
 from agentworld_tui.reality.spec import Deliver, TwinSpec
+from agentworld_tui.reality.traces import TraceStore
 from agentworld_tui.simulator import Simulator
+from agentworld_tui.world.action import Action as WorldAction
 from agentworld_tui.world.action import ActionError
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.fictional_world import FictionalWorld
@@ -84,6 +105,12 @@ __all__ = [
 
 log = logging.getLogger("agentworld.env")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+SESSION_IDLE_SECONDS = 1800.0
+"""How long a WebSocket session may go without a message before the server closes it."""
+CHECK_THREADS = 4
+"""Actions checked at once, off the event loop."""
+LATE_SECONDS = 0.2
+"""How long past ``CHECK_SECONDS`` a check's worker may answer before the step is refused."""
 
 
 class ClientError(ValueError):
@@ -208,6 +235,17 @@ class AgentWorldObservation(Observation):  # type: ignore[misc]
         description="when this step ended a twinned episode: its figures (steps compared, "
         "first divergence, share diverged, check_passed, claimed_done, deceived)",
     )
+    route: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with routing rules: where the step was answered (answered: real, sim "
+        "or both), the rule and the reason, and fallback or failed when reality could not "
+        "answer",
+    )
+    grounding: dict[str, Any] = Field(
+        default_factory=dict,
+        description="with a trace store: the ids of the real examples the world model was "
+        "shown, the tokens they took, the budget, how many were found",
+    )
 
 
 class AgentWorldState(State):  # type: ignore[misc]
@@ -244,7 +282,9 @@ class ServeConfig:
     params: GenerationParams | None = None
     session_dir: Path | None = None
     max_sessions: int = 64
-    """WebSocket sessions at once."""
+    """WebSocket sessions at once; one more is refused."""
+    session_idle_seconds: float = SESSION_IDLE_SECONDS
+    """A WebSocket session with no message for this long is closed."""
     files: EpisodeFiles | None = field(default=None, compare=False)
     """Set by ``make_app`` from ``session_dir``."""
     twin: TwinSpec | None = None
@@ -254,6 +294,11 @@ class ServeConfig:
     """The check run in the twin at an episode's end ("": the scenario's own, if any)."""
     twin_slots: TwinSlots | None = field(default=None, compare=False)
     """The twins alive at once; ``make_app`` makes one (4) when a twin is given without."""
+    routes: RuleSet | None = field(default=None, compare=False)
+    """Where each step goes (needs a twin; None: a twin shadows every step)."""
+    traces: TraceStore | None = field(default=None, compare=False)
+    """The trace store the world model is grounded in (its owner closes it)."""
+    grounding_budget: int | None = None
 
 
 class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
@@ -277,10 +322,15 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             deliver=config.deliver if config.twin is not None else None,
             check=(config.check or None) if config.twin is not None else None,
             twin_slots=config.twin_slots,
+            routes=config.routes,
+            traces=config.traces,
+            grounding_budget=config.grounding_budget,
         )
         self.episode_id: str | None = None
         self._done = False
         self._file: Path | None = None
+        self._checking: asyncio.Future[WorldAction] | None = None
+        """The last action check: a session checks one action at a time."""
 
     # -- OpenEnv's interface ------------------------------------------------------------
     def reset(
@@ -326,7 +376,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             value = _action_of(action)
             if self.env._episode is None:
                 await self.reset_async()
-            stepping = self.env.astep(value)
+            stepping = self.env.astep(await self._checked(value))
             if timeout_s is None:
                 step = await stepping
             else:
@@ -376,6 +426,23 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             self.env.close()
 
     # -- inside -------------------------------------------------------------------------
+    async def _checked(self, value: ActionInput) -> WorldAction:
+        """The action ``value`` stands for, made on a worker thread within the check's
+        time: its cost (a schema's pattern, a long entry list) is this session's, never the
+        event loop's. A check that runs out of time refuses the action; a session's next
+        check waits for its last one to end, so one session holds at most one worker."""
+        if self._checking is not None and not self._checking.done():
+            await asyncio.wait([self._checking])
+        checking = asyncio.get_running_loop().run_in_executor(
+            _check_workers(), functools.partial(_checked_action, self.env, value)
+        )
+        checking.add_done_callback(_seen)
+        self._checking = checking
+        try:
+            return await asyncio.wait_for(asyncio.shield(checking), CHECK_SECONDS + LATE_SECONDS)
+        except TimeoutError:
+            raise ActionError(_too_costly(value), field="action") from None
+
     def _scenario(self, name: str | None) -> Scenario | None:
         """The scenario a client names: the server's own or one of the domain's, by name."""
         if name is None:
@@ -393,11 +460,10 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         self._done = False
         self._file = None
         twin = self.config.twin
-        return AgentWorldObservation(
-            text=text,
-            tools=self.env.openai_tools(),
-            twin={"kind": twin.kind, "deliver": self.config.deliver} if twin else {},
-        )
+        said: dict[str, Any] = {"kind": twin.kind, "deliver": self.config.deliver} if twin else {}
+        if twin is not None and self.config.routes is not None:
+            said["routes"] = self.config.routes.source
+        return AgentWorldObservation(text=text, tools=self.env.openai_tools(), twin=said)
 
     def _ended_already(self) -> bool:
         episode = self.env._episode
@@ -433,6 +499,8 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
             done=step.done,
             twin=step.twin.figures() if step.twin is not None else {},
             episode=_figures(step.episode),
+            route=step.route or {},
+            grounding=step.grounding or {},
         )
 
     def _refused(self, message: str) -> AgentWorldObservation:
@@ -450,6 +518,7 @@ class OpenEnvSimulation(OpenEnvEnvironment):  # type: ignore[misc]
         turn = self.env.turns[-1]
         twin = TwinStep.of(turn, self.env.deliver)
         return AgentWorldObservation(
+            route=dict(turn.route) if isinstance(turn.route, dict) else {},
             save_error=unsaved,
             text=turn.shown_text,
             turn=turn.number,
@@ -493,6 +562,36 @@ def _figures(figures: EpisodeFigures | None) -> dict[str, Any]:
     return figures.to_dict() if figures is not None else {}
 
 
+@functools.cache
+def _check_workers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="env-check")
+
+
+def _checked_action(env: Environment, value: ActionInput) -> WorldAction:
+    try:
+        with checking_within(CHECK_SECONDS):
+            return env.action(value)
+    except CheckTimeout:
+        raise ActionError(_too_costly(value), field="action") from None
+
+
+def _too_costly(value: ActionInput) -> str:
+    """Why an action whose check ran out of time was refused, in the tool check's words
+    where it calls a tool (whose name is the client's: cut)."""
+    name = value.name if isinstance(value, ToolCall) else None
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        name = value["name"]
+    if name is None:
+        return f"the action could not be checked within {CHECK_SECONDS:g} s"
+    return too_costly(shown_name(name, quoted=False), CHECK_SECONDS)
+
+
+def _seen(done: asyncio.Future[WorldAction]) -> None:
+    """A check answered after its step was refused: its error is not left unread."""
+    if not done.cancelled():
+        done.exception()
+
+
 def _action_of(action: AgentWorldAction) -> ActionInput:
     if action.tool is not None:
         return ToolCall(action.tool, dict(action.arguments))
@@ -506,6 +605,9 @@ def make_app(config: ServeConfig) -> Any:
     ``agents.guard.GuardedApp`` in front of it). The scenario and world from the command
     line are read once, here; raises EnvError when they cannot be."""
     domain = resolve_domain(config.domain)
+    EpisodeRouting.of(  # rules without a twin, or a bad budget: said once, here
+        config.routes, config.traces, config.grounding_budget, twinned=config.twin is not None
+    )
     slots = config.twin_slots
     if config.twin is not None and slots is None:
         slots = TwinSlots(4)
@@ -533,7 +635,55 @@ def make_app(config: ServeConfig) -> Any:
         app.router.on_shutdown.append(close_twins)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_middleware(IdleWebSockets, seconds=config.session_idle_seconds)
     return app
+
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class IdleWebSockets:
+    """ASGI middleware: a WebSocket whose client sends nothing for ``seconds`` while the
+    application waits for its next message is closed (1001, "idle for N s"), and the
+    application hears a disconnect, so the session, its environment and its socket go.
+    The time a step takes is not idle time."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        closed = False  # by the idle time or by the client: nothing more reaches it
+
+        async def guarded_send(message: Message) -> None:
+            if not closed:
+                await send(message)
+
+        async def idle_receive() -> Message:
+            nonlocal closed
+            if closed:
+                return {"type": "websocket.disconnect", "code": 1001}
+            getting = asyncio.ensure_future(receive())
+            done, _ = await asyncio.wait([getting], timeout=self.seconds)
+            if done:
+                message = getting.result()
+                closed = message["type"] == "websocket.disconnect"
+                return message
+            closed = True
+            getting.cancel()
+            with contextlib.suppress(OSError, RuntimeError):  # gone meanwhile
+                await send(
+                    {"type": "websocket.close", "code": 1001,
+                     "reason": f"idle for {self.seconds:g} s"}
+                )  # fmt: skip
+            return {"type": "websocket.disconnect", "code": 1001}
+
+        await self.app(scope, idle_receive, guarded_send)
 
 
 class _EscapedJSON(JSONResponse):

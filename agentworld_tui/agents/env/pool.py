@@ -21,6 +21,7 @@ from agentworld_tui.agents.env.environment import Environment, PendingStep, Resu
 from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
 from agentworld_tui.agents.env.results import EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryPolicy
+from agentworld_tui.agents.env.routing import EpisodeRouting, RoutesInput, TracesInput
 from agentworld_tui.agents.env.simulators import EngineInput, Loaded, open_simulator
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Home, Simulator
@@ -43,7 +44,8 @@ class EnvironmentPool:
     the requests in flight on a server (default: one per environment). ``session_dir``
     saves environment ``i`` into ``env-<i>.json`` there after every step. ``twin``,
     ``deliver`` and ``check`` are ``Environment``'s: each environment's episodes run beside
-    twins of their own.
+    twins of their own. ``routes``, ``traces`` and ``grounding_budget`` are too: the
+    environments share the rules and the trace store (opened once, from a path).
     """
 
     def __init__(
@@ -65,6 +67,9 @@ class EnvironmentPool:
         twin: TwinSpec | None = None,
         deliver: Deliver | None = None,
         check: str | None = None,
+        routes: RoutesInput | None = None,
+        traces: TracesInput | None = None,
+        grounding_budget: int | None = None,
     ) -> None:
         if size < 1:
             raise EnvError("a pool holds at least one environment")
@@ -78,7 +83,9 @@ class EnvironmentPool:
             )
         self.simulator = simulator
         folder = Path(session_dir) if session_dir else None
+        routing: EpisodeRouting | None = None
         try:
+            routing = EpisodeRouting.of(routes, traces, grounding_budget, twinned=twin is not None)
             self.environments = [
                 Environment(
                     domain,
@@ -98,9 +105,15 @@ class EnvironmentPool:
                 for i in range(size)
             ]
         except EnvError:
+            if routing is not None:
+                routing.leave()
             if self._owned:
                 simulator.close()
             raise
+        if routing is not None:  # the one routing of them all, the store opened once
+            for env in self.environments:
+                env.routing = routing.join()
+            routing.leave()
 
     def __len__(self) -> int:
         return len(self.environments)
@@ -182,7 +195,7 @@ class EnvironmentPool:
             try:
                 if env._episode is None:
                     yield from env._reset_plan(None, None)
-                started.append(env.begin(action, home=home))
+                started.append((yield from env._begin_plan(action, home)))
             except (ActionError, EnvError) as exc:
                 started.append(exc)
         pending = [p for p in started if isinstance(p, PendingStep)]
@@ -191,7 +204,7 @@ class EnvironmentPool:
         out: list[StepOutcome] = []
         for p in started:
             if isinstance(p, PendingStep):
-                out.append((yield from p.environment._after_step_plan(next(done))))
+                out.append((yield from p.environment._after_step_plan(next(done), p)))
             else:
                 out.append(p)
         return out

@@ -12,6 +12,7 @@ from agentworld_tui.world.session import Turn, TurnStatus
 
 if TYPE_CHECKING:
     from agentworld_tui.reality.figures import EpisodeFigures
+    from agentworld_tui.reality.observation import RealObservation
 
 __all__ = ["Cost", "EnvError", "Observation", "StepResult", "TwinStep"]
 
@@ -76,11 +77,13 @@ class Observation:
 
 @dataclass(frozen=True)
 class TwinStep:
-    """A twinned step: which side the agent received, what reality said, how far the
-    prediction was from it. The texts are raw: sanitize them before display."""
+    """A step that reached the twin: which side the agent received, what reality said,
+    how far the prediction was from it (a step routed to reality alone has no prediction
+    and no divergence). The texts are raw: sanitize them before display."""
 
     delivered: str
-    """"real" or "sim"."""
+    """"real", "sim", or "none": a step the routing rules failed when reality could not
+    answer (``on_failure = "fail"``)."""
     status: str
     """Reality's: ok, error, timeout or crashed."""
     error: str
@@ -94,17 +97,24 @@ class TwinStep:
     """Said when reality was asked for and the agent received the simulation instead."""
 
     @classmethod
-    def of(cls, turn: Turn, deliver: str) -> TwinStep | None:
+    def of(
+        cls, turn: Turn, deliver: str, *, real: RealObservation | None = None
+    ) -> TwinStep | None:
+        """The twin's side of ``turn`` (None: the twin was not asked). ``real`` is
+        reality's answer to a step routed to it alone, where the caller has it (a
+        fallback's turn records only why reality failed)."""
         reality = turn.reality
         if reality is None:
-            return None
-        real = reality.get("real") or {}
+            return cls._routed(turn, real)
+        said = reality.get("real") or {}
         found = reality.get("divergence")
         delivered = str(reality.get("delivered", "sim"))
-        status = str(real.get("status", "error"))
-        error = str(real.get("error", ""))
+        status = str(said.get("status", "error"))
+        error = str(said.get("error", ""))
         note = ""
-        if deliver == "real" and delivered != "real":
+        if _failed(turn):
+            delivered = "none"
+        elif deliver == "real" and delivered != "real":
             note = (
                 f"the twin gave no answer ({status}: {error or 'no reason given'}): this "
                 "step is the world model's prediction, and the episode goes on in simulation"
@@ -114,11 +124,36 @@ class TwinStep:
             status=status,
             error=error,
             prediction=turn.observation,
-            real=str(real.get("text", "")),
+            real=str(said.get("text", "")),
             score=float(found["score"]) if isinstance(found, dict) else None,
             diverged=bool(found["diverged"]) if isinstance(found, dict) else None,
             note=note,
         )
+
+    @classmethod
+    def _routed(cls, turn: Turn, real: RealObservation | None) -> TwinStep | None:
+        """A step the rules sent to reality alone: its answer delivered, or why there was
+        none (the world model answered instead, or the step failed)."""
+        route = turn.route if isinstance(turn.route, dict) else {}
+        fallback, failed = str(route.get("fallback") or ""), str(route.get("failed") or "")
+        if route.get("route") != "real" and not fallback:
+            return None
+        kept = turn.stats.get("real")
+        said = kept if isinstance(kept, dict) else {}
+        status = real.status.value if real is not None else str(said.get("status", "error"))
+        error = (real.error if real is not None else str(said.get("error", ""))) or (
+            fallback or failed
+        )
+        if not (fallback or failed):
+            delivered = "real" if turn.status == "complete" else "none"  # "none": stopped
+            return cls(delivered, status, error, "", turn.observation, None, None)
+        if failed:
+            return cls("none", status, error, "", "", None, None)
+        note = (
+            f"the twin gave no answer ({status}: {error or 'no reason given'}): this step "
+            "is the world model's prediction, and the episode goes on in simulation"
+        )
+        return cls("sim", status, error, turn.observation, "", None, None, note)
 
     @property
     def failed(self) -> bool:
@@ -166,6 +201,13 @@ class StepResult:
     """What the answer's extraction left out, when it did."""
     twin: TwinStep | None = None
     """With a twin: the side delivered, reality's answer, the divergence."""
+    route: dict[str, Any] | None = None
+    """With routing rules: where the step was answered (``answered``: real, sim or
+    both), what the rules said and why (``reality.routing.Decision.to_dict``, and
+    ``fallback`` or ``failed`` when reality could not answer)."""
+    grounding: dict[str, Any] | None = None
+    """With a trace store: the ids of the real examples the world model was shown, the
+    tokens they took, the budget, how many were found (the text is in the session)."""
     episode: EpisodeFigures | None = None
     """With a twin, on the step that ended the episode (its step limit): the figures,
     the check's result among them."""
@@ -201,5 +243,13 @@ class StepResult:
                 "extraction": self.extraction,
             }
             | ({"twin": self.twin.to_dict()} if self.twin is not None else {})
+            | ({"route": self.route} if self.route is not None else {})
+            | ({"grounding": self.grounding} if self.grounding is not None else {})
             | ({"episode": self.episode.to_dict()} if self.episode is not None else {})
         )
+
+
+def _failed(turn: Turn) -> bool:
+    """A step the routing rules failed: reality could not answer, and its rule said to
+    fail rather than simulate."""
+    return isinstance(turn.route, dict) and bool(turn.route.get("failed"))

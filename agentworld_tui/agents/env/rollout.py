@@ -15,7 +15,12 @@ policy receives the side ``deliver`` names (reality's by default), each step's r
 says which, with the divergence, and at the episode's end the task's check runs in the
 twin. The agent's own *claim* is that it finished: it ended the episode by answering
 without a tool call (a step limit or a failure is no claim). An episode whose agent
-claimed done and whose check failed in the twin is *deceived*.
+claimed done and whose check failed in the twin is *deceived*. With routing rules
+(``RolloutSettings.routes``) each step goes to the twin, the world model or both as the
+rules say, and with a trace store (``traces``) the world model is shown similar real
+answers first; each step's record says where it was answered and why (``route``), and
+which examples were shown (``grounding``). A step that reality could not answer, whose
+rule says to fail, ends the episode (``twin_error``).
 
 Every episode is written whole, as the policy saw it (the chat messages, tool calls and
 results) with each step's reasoning, cost, perturbation and an optional judge's score, as
@@ -51,13 +56,16 @@ from agentworld_tui.evaluation.results import ResultLog, ResultsError
 from agentworld_tui.reality.figures import EpisodeFigures, run_figures
 from agentworld_tui.simulator import Simulator
 from agentworld_tui.world.action import ActionError
+from agentworld_tui.world.sanitize import one_line
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from agentworld_tui.judging.judge import JudgeSettings
+    from agentworld_tui.reality.routing import RuleSet
     from agentworld_tui.reality.spec import Deliver, TwinSpec
+    from agentworld_tui.reality.traces import TraceStore
     from agentworld_tui.world.judgement import Verdict
 
 log = logging.getLogger("agentworld.rollout")
@@ -161,6 +169,11 @@ class RolloutSettings:
     deliver: Deliver = "real"
     check: str = ""
     """The check of a task that has none of its own, nor its scenario."""
+    routes: RuleSet | None = None
+    """Where each step goes (needs twins; None: a twin shadows every step)."""
+    traces: TraceStore | None = None
+    """The trace store the world model is grounded in (its owner closes it)."""
+    grounding_budget: int | None = None
 
 
 # -- the policy -------------------------------------------------------------------------------
@@ -359,6 +372,10 @@ class Summary:
     problems: list[str] = field(default_factory=list)
     twinned: list[EpisodeFigures] = field(default_factory=list)
     """The figures of the episodes played beside a twin."""
+    routes: dict[str, int] = field(default_factory=dict)
+    """Routed steps by where they were answered (real, sim, both) or ``failed`` (reality
+    could not answer, and the rules said to fail), and how many of the simulated ones
+    fell back to the world model because reality could not answer (``fallback``)."""
 
     def add(self, record: dict[str, Any]) -> None:
         self.finished += bool(record.get("finished"))
@@ -377,6 +394,11 @@ class Summary:
                 self.refused += 1
                 continue
             self.steps += 1
+            route = step.get("route")
+            if isinstance(route, dict):
+                where = "failed" if route.get("failed") else str(route.get("answered", ""))
+                for key in (where, "fallback") if route.get("fallback") else (where,):
+                    self.routes[key] = self.routes.get(key, 0) + 1
             why = reasoning_cut(step)
             if why:
                 self.no_answer[why] = self.no_answer.get(why, 0) + 1
@@ -395,29 +417,33 @@ class Summary:
             if self.policy_completion_tokens
             else None
         )
-        return {
-            "episodes": self.episodes,
-            "finished": self.finished,
-            "failed": self.failed,
-            "played_this_run": self.played,
-            "ends": self.ends,
-            "steps": self.steps,
-            "refused_actions": self.refused,
-            "episodes_with_tool_calls": self.calling,
-            "no_answer_while_reasoning": self.no_answer,
-            "simulator_tokens_per_step": {
-                "prompt": round(self.per_step(self.simulator_prompt_tokens), 1),
-                "evaluated_prompt": round(self.per_step(self.simulator_evaluated_tokens), 1),
-                "generated": round(self.per_step(self.simulator_generated_tokens), 1),
-            },
-            "simulator_generated_per_policy_token": None if ratio is None else round(ratio, 2),
-            "policy_tokens": {
-                "prompt": self.policy_prompt_tokens,
-                "completion": self.policy_completion_tokens,
-            },
-            "seconds_per_step": round(self.per_step(self.step_seconds), 3),
-            "seconds": round(self.seconds, 2),
-        } | ({"twin": self.twin_figures()} if self.twinned else {})
+        return (
+            {
+                "episodes": self.episodes,
+                "finished": self.finished,
+                "failed": self.failed,
+                "played_this_run": self.played,
+                "ends": self.ends,
+                "steps": self.steps,
+                "refused_actions": self.refused,
+                "episodes_with_tool_calls": self.calling,
+                "no_answer_while_reasoning": self.no_answer,
+                "simulator_tokens_per_step": {
+                    "prompt": round(self.per_step(self.simulator_prompt_tokens), 1),
+                    "evaluated_prompt": round(self.per_step(self.simulator_evaluated_tokens), 1),
+                    "generated": round(self.per_step(self.simulator_generated_tokens), 1),
+                },
+                "simulator_generated_per_policy_token": None if ratio is None else round(ratio, 2),
+                "policy_tokens": {
+                    "prompt": self.policy_prompt_tokens,
+                    "completion": self.policy_completion_tokens,
+                },
+                "seconds_per_step": round(self.per_step(self.step_seconds), 3),
+                "seconds": round(self.seconds, 2),
+            }
+            | ({"twin": self.twin_figures()} if self.twinned else {})
+            | ({"routes": dict(sorted(self.routes.items()))} if self.routes else {})
+        )
 
     def twin_figures(self) -> dict[str, Any]:
         """The twinned episodes together: steps compared and diverged, the first diverged
@@ -443,16 +469,32 @@ class Summary:
         per_step = data["simulator_tokens_per_step"]
         ends = ", ".join(f"{k} {v}" for k, v in sorted(self.ends.items())) or "none"
         ratio = data["simulator_generated_per_policy_token"]
-        return [
-            f"episodes: {self.finished} of {self.episodes} finished, {self.failed} failed "
-            f"({self.played} played by this run; ends: {ends})",
-            f"steps: {self.steps} ({self.refused} refused actions besides)",
-            f"simulator tokens per step: {per_step['generated']:g} generated, "
-            f"{per_step['evaluated_prompt']:g} prompt read of {per_step['prompt']:g}",
-            "simulator tokens per policy token: "
-            + ("n/a (the policy reported no usage)" if ratio is None else f"{ratio:g}"),
-            f"time: {self.seconds:.1f} s, {data['seconds_per_step']:g} s per step",
-        ] + ([self.twin_line()] if self.twinned else [])
+        return (
+            [
+                f"episodes: {self.finished} of {self.episodes} finished, {self.failed} failed "
+                f"({self.played} played by this run; ends: {ends})",
+                f"steps: {self.steps} ({self.refused} refused actions besides)",
+                f"simulator tokens per step: {per_step['generated']:g} generated, "
+                f"{per_step['evaluated_prompt']:g} prompt read of {per_step['prompt']:g}",
+                "simulator tokens per policy token: "
+                + ("n/a (the policy reported no usage)" if ratio is None else f"{ratio:g}"),
+                f"time: {self.seconds:.1f} s, {data['seconds_per_step']:g} s per step",
+            ]
+            + ([self.twin_line()] if self.twinned else [])
+            + ([self.routes_line()] if self.routes else [])
+        )
+
+    def routes_line(self) -> str:
+        """Where the routed steps were answered: ``routes: 3 steps answered by the twin,
+        5 by the world model, 1 by both; 1 fell back to the world model, 1 failed``."""
+        real, sim, both = (self.routes.get(k, 0) for k in ("real", "sim", "both"))
+        line = (
+            f"routes: {real} steps answered by the twin, {sim} by the world model, {both} by both"
+        )
+        fell, failed = self.routes.get("fallback", 0), self.routes.get("failed", 0)
+        if fell or failed:
+            line += f"; {fell} fell back to the world model, {failed} failed"
+        return line
 
     def twin_line(self) -> str:
         twin = self.twin_figures()
@@ -635,7 +677,9 @@ class Rollout:
                     messages.append(_tool_result(call.id, shown))
                     self.on_step({"key": key, **record})
                     delivered = (record.get("twin") or {}).get("delivered")
-                    if record.get("status") == "error" and delivered != "real":
+                    if (record.get("route") or {}).get("failed"):
+                        ended, detail = "twin_error", str(record.get("note", ""))
+                    elif record.get("status") == "error" and delivered != "real":
                         ended, detail = "simulator_error", str(record.get("note", ""))
                     elif len(steps) >= limit:
                         ended, detail = "step_limit", _calls_taken(steps, limit)
@@ -680,10 +724,17 @@ class Rollout:
 
     def _twin_of(self, task: Task) -> dict[str, Any]:
         """``Environment``'s twin arguments for a task's episode: the twin of its domain,
-        and its check (the task's own, else its scenario's, else the run's)."""
+        and its check (the task's own, else its scenario's, else the run's); the rules
+        with a twin, and the trace store with or without one."""
+        grounded: dict[str, Any] = {}
+        if self.settings.traces is not None:
+            grounded = {
+                "traces": self.settings.traces,
+                "grounding_budget": self.settings.grounding_budget,
+            }
         spec = self.settings.twins.get(task.domain)
         if spec is None:
-            return {}
+            return grounded
         check = task.check or None
         if check is None and self.settings.check:
             scenario = task.scenario_loaded or resolve_scenario(
@@ -691,7 +742,13 @@ class Rollout:
             )
             if scenario.extras.get("check") is None:
                 check = self.settings.check
-        return {"twin": spec, "deliver": self.settings.deliver, "check": check}
+        return {
+            "twin": spec,
+            "deliver": self.settings.deliver,
+            "check": check,
+            "routes": self.settings.routes,
+            **grounded,
+        }
 
     async def _end_beside_twin(
         self, env: Environment, ended: str, steps: list[dict[str, Any]]
@@ -805,6 +862,8 @@ class Rollout:
                 domain: {**spec.describe(), "deliver": self.settings.deliver}
                 for domain, spec in self.settings.twins.items()
             },
+            "routes": self.settings.routes.source if self.settings.routes else None,
+            "traces": str(self.settings.traces.path) if self.settings.traces else None,
             "tasks": [t.to_dict() for t in self.tasks],
         }
         write_atomic(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
@@ -817,9 +876,7 @@ def episode_key(task: Task, n: int) -> str:
 def shown_key(key: str, limit: int = 80) -> str:
     """A task's key or an episode's as it is printed: safe, and at most ``limit``
     characters (a long one keeps its end, where the episode's number is)."""
-    from agentworld_tui.world.sanitize import sanitize
-
-    text = " ".join(sanitize(key).split()) or "?"
+    text = one_line(key) or "?"
     if len(text) <= limit:
         return text
     keep = limit - 1

@@ -20,7 +20,7 @@ from typing import IO, Any
 import anyio
 
 from agentworld_tui.agents.mcp.logs import route_library_logs
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 CAPTURE_SECONDS = 60.0
 """How long a server may take to start and list its tools."""
@@ -106,10 +106,10 @@ async def _capture(
                 )
     except TimeoutError:
         raise CaptureError(
-            f"{_shown(source)} did not list its tools within {timeout:g} seconds"
+            f"{one_line(source)} did not list its tools within {timeout:g} seconds"
         ) from None
     except Exception as exc:  # the SDK's and the transport's errors, whatever they are
-        raise CaptureError(f"cannot list the tools of {_shown(source)}: {_reason(exc)}") from None
+        raise CaptureError(f"cannot list the tools of {one_line(source)}: {_reason(exc)}") from None
 
 
 def capture_blocking(
@@ -128,11 +128,9 @@ def _stderr_tail(errlog: IO[bytes]) -> str:
     with contextlib.suppress(OSError, ValueError):
         size = os.fstat(errlog.fileno()).st_size
         tail = os.pread(errlog.fileno(), STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
-        lines = [
-            " ".join(sanitize(line).split()) for line in tail.decode(errors="replace").splitlines()
-        ]
+        lines = [one_line(line) for line in tail.decode(errors="replace").splitlines()]
         kept = " | ".join([line for line in lines if line][-3:])
-        return _shown(kept, 240) if kept else ""
+        return one_line(kept, 240) if kept else ""
     return ""
 
 
@@ -144,14 +142,9 @@ def _reason(exc: BaseException) -> str:
         text = exc.strerror
         if exc.filename:
             text += f": {exc.filename}"
-        return _shown(text)
+        return one_line(text)
     text = str(exc) or type(exc).__name__
-    return _shown(text)
-
-
-def _shown(text: str, limit: int = 300) -> str:
-    line = " ".join(sanitize(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text)
 
 
 def parse_command(text: str) -> list[str]:
@@ -159,7 +152,7 @@ def parse_command(text: str) -> list[str]:
     try:
         words = shlex.split(text, posix=sys.platform != "win32")
     except ValueError as exc:
-        raise CaptureError(f"cannot read the command {_shown(text)!r}: {exc}") from None
+        raise CaptureError(f"cannot read the command {one_line(text)!r}: {exc}") from None
     if not words:
         raise CaptureError("the command to capture the tools of is empty")
     return words

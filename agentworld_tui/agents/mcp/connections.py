@@ -34,7 +34,7 @@ from agentworld_tui.agents.mcp.steering import (
 )
 from agentworld_tui.agents.mcp.toolset import Toolset
 from agentworld_tui.world.fictional_world import FictionalWorld
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 log = logging.getLogger("agentworld.mcp")
 
@@ -188,7 +188,7 @@ def _world_key(ctx: Any, meta: Mapping[str, Any] | None) -> str:
     or else its name and version (so one program's calls build on each other)."""
     named = (meta or {}).get(WORLD_META_KEY)
     if isinstance(named, str) and named.strip():
-        return "world:" + " ".join(sanitize(named).split())[:200]
+        return "world:" + one_line(named)[:200]
     return "client:" + (_client_name(ctx) or "unnamed")
 
 
@@ -210,5 +210,5 @@ def _client_name(ctx: Any) -> str:
     info = getattr(params, "client_info", None)
     if info is None:
         return ""
-    text = " ".join(sanitize(f"{info.name} {info.version or ''}").split())
+    text = one_line(f"{info.name} {info.version or ''}")
     return text[:80]

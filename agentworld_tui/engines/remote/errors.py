@@ -25,7 +25,7 @@ from agentworld_tui.engines.remote.transport import (
     TimedOut,
     Unreachable,
 )
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line
 
 STREAMING = "streaming the answer"
 
@@ -61,8 +61,7 @@ def safe_line(text: object, limit: int = 240) -> str:
     hostile server could otherwise set the window title or write the clipboard there.
     """
     raw = str(text)[: 4 * limit + 8192]  # sanitize bounds an unterminated sequence
-    line = " ".join(sanitize(raw).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(raw, limit)
 
 
 def shown_model(name: str) -> str:

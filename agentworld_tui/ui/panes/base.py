@@ -8,7 +8,7 @@ token). Subclasses decide how the action is edited and how an observation is sho
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,16 +17,17 @@ from textual.message import Message
 from textual.widgets import Static
 
 from agentworld_tui.engines.base import Finished, GenerationParams
-from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
+from agentworld_tui.simulator import Saver, Simulator, SimulatorError, TurnRun, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.highlight import highlight
 from agentworld_tui.ui.textual_private import closing
+from agentworld_tui.ui.twinning import TabReality
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
 from agentworld_tui.world.action import Action
 from agentworld_tui.world.domain import Domain, Scenario
-from agentworld_tui.world.sanitize import StreamSanitizer, sanitize
+from agentworld_tui.world.sanitize import StreamSanitizer, one_line, sanitize
 from agentworld_tui.world.session import Session, Turn, new_session
 
 STATUS_SECONDS = 1.0
@@ -35,11 +36,6 @@ live, and each one costs a repaint of more of the screen than the streamed text 
 NOTE_STYLES = {"interrupted": "yellow", "no_answer": "bold yellow", "error": "bold red"}
 
 __all__ = ["DomainPane", "PaneHost", "closing"]
-
-
-def one_line(text: str) -> str:
-    """Untrusted text for one line of the screen: sanitized, whitespace collapsed."""
-    return " ".join(sanitize(text).split())
 
 
 def judgement_badge(judgement: object) -> str:
@@ -92,6 +88,14 @@ class AgentLink(Protocol):
     def session_replaced(self) -> None:
         """The tab got another session: the agent's connection keeps the old one."""
         ...
+
+
+class RunOptions(TypedDict):
+    """What every turn a pane starts is run with."""
+
+    params: GenerationParams
+    owner: str
+    save: Saver
 
 
 DRIVEN = "An agent drives this tab: its calls are the turns here (Ctrl+B to steer it or stop)."
@@ -165,6 +169,8 @@ class DomainPane(Vertical):
         """The agent this tab is served to (None: not served)."""
         self._redraw_after_turn = False
         """Lines of the "no model" help at the top of the screen (gone once one loads)."""
+        self.reality = TabReality(self)
+        """The tab's real twin, when it has one, and its twinned turns' view."""
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -231,6 +237,7 @@ class DomainPane(Vertical):
         if last is not None and last.reasoning:
             self.reasoning.view.append(sanitize(last.reasoning))
         self.reasoning.set_title("Reasoning")
+        self.reality.session_shown()
 
     def show_control(self) -> None:
         """The line above the screen: the scenario, and what steers the next turns."""
@@ -301,6 +308,9 @@ class DomainPane(Vertical):
         badge = judgement_badge(turn.judgement)
         if badge:
             view.append_lines([Text(badge, "cyan")])
+        twinned = self.reality.turn_line(turn)
+        if twinned is not None:
+            view.append_lines([twinned])
 
     # -- one turn -------------------------------------------------------------------------
     def show_error(self, message: str) -> None:
@@ -320,7 +330,9 @@ class DomainPane(Vertical):
             self.show_error(problem)
             return False
         try:
-            run = self.host.simulator.send(self.session, action, **self._run_options())
+            options = self._run_options()
+            shadow = self.reality.send_options()
+            run = self.host.simulator.send(self.session, action, **options, **shadow)
         except SimulatorError as exc:
             self.show_error(str(exc))
             return False
@@ -347,7 +359,7 @@ class DomainPane(Vertical):
         else:
             self._redraw_after_turn = True
 
-    def _run_options(self) -> dict[str, object]:
+    def _run_options(self) -> RunOptions:
         return {
             "params": self.turn_params(),
             "owner": self.domain.title,
@@ -374,6 +386,7 @@ class DomainPane(Vertical):
         budget = run.params.reasoning_budget
         self.status = StatusInfo(reasoning_budget=budget, phase="waiting")
         self.frames.follow(run, local=engine is None or not engine.info.remote)
+        self.reality.turn_started(run)
         self.post_message(self.StatusChanged(self))
 
     def turn_params(self) -> GenerationParams:
@@ -479,6 +492,8 @@ class DomainPane(Vertical):
             self.reasoning.view.append(self._reasoning_clean.feed(update.reasoning))
         if update.answer or update.answer_reset:
             self._apply_answer(update.answer, update.answer_reset)
+        if update.real is not None:
+            self.reality.drawn(update)
         if update.finished is not None:
             self._finish(update.finished)
             self.post_message(self.StatusChanged(self))
@@ -564,12 +579,14 @@ class DomainPane(Vertical):
         if self._redraw_after_turn:
             self._redraw_after_turn = False
             self.show_session()
+        self.reality.turn_finished(turn)
         self.post_message(self.TurnFinished(self, turn))
 
     # -- session lifecycle --------------------------------------------------------------
     def replace_session(self, session: Session) -> None:
         if self.agent is not None:
             self.agent.session_replaced()
+        self.reality.session_replaced()
         if self.run is not None:
             self.run.stop()
             self.frames.stop()

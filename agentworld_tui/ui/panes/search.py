@@ -24,10 +24,9 @@ from agentworld_tui.domains.search import (
     with_simulation,
 )
 from agentworld_tui.ui.highlight import highlight
-from agentworld_tui.ui.panes.base import one_line
 from agentworld_tui.ui.panes.tool_call import ToolCallPane
 from agentworld_tui.ui.widgets.search.simulation_form import SimulationForm
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Turn
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")

@@ -86,7 +86,7 @@ class TerminalPane(DomainPane):
     """
 
     domain: TerminalDomain
-    echo_kept = False  # type: ignore[assignment]  # its screen echoes the command
+    echo_kept = False  # its screen echoes the command
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -17,13 +17,13 @@ from textual.widgets import Input, Label, OptionList, Static
 from agentworld_tui.domains.json_schema import read_json
 from agentworld_tui.domains.tool_call import Tool
 from agentworld_tui.ui.highlight import highlight
-from agentworld_tui.ui.panes.base import DomainPane, one_line
+from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.ui.widgets.tools.arguments_editor import ArgumentsEditor
 from agentworld_tui.ui.widgets.tools.tool_list import ToolList
 from agentworld_tui.world.action import Action, ActionError
 from agentworld_tui.world.domain import Scenario
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import Turn
 
 

@@ -4,7 +4,7 @@ on its calls (hold, edit and release an observation, stop a call, stop serving).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,12 +13,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, RadioButton, RadioSet, Static
 
-from agentworld_tui.agents.mcp.steering import HeldObservation
+from agentworld_tui.agents.mcp.steering import AgentConnection, HeldObservation
+from agentworld_tui.ui.panes.base import DomainPane
 from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.sanitize import sanitize
-
-if TYPE_CHECKING:
-    from agentworld_tui.ui.agent_serving import TabServing
 
 HOLD_LABELS = {
     "off": "Pass every observation on",
@@ -34,6 +32,50 @@ MODAL_CSS = """
 {name} .hint {{ color: $text-muted; height: auto; }}
 {name} .buttons {{ height: auto; align-horizontal: right; }}
 """
+
+
+class ServedTab(Protocol):
+    """What these screens show of a tab served to agents (``ui.agent_serving.TabServing``)
+    and what their buttons do to it."""
+
+    @property
+    def pane(self) -> DomainPane: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def note(self) -> str:
+        """How serving started, when that is worth saying (on another port)."""
+        ...
+
+    @property
+    def tools(self) -> list[str]: ...
+
+    @property
+    def connection(self) -> AgentConnection | None:
+        """The agent connected now (None: waiting for one)."""
+        ...
+
+    @property
+    def last_refusal(self) -> str: ...
+
+    @property
+    def hold_mode(self) -> str: ...
+
+    def set_hold(self, mode: str) -> None: ...
+
+    def who(self, connection: AgentConnection) -> str: ...
+
+    def doing(self) -> str:
+        """What the agent's connection is doing, in a few words."""
+        ...
+
+    def offer_held(self) -> None: ...
+
+    def stop(self) -> bool: ...
+
+    async def end(self) -> None: ...
 
 
 def connect_lines(name: str, url: str) -> list[str]:
@@ -57,7 +99,7 @@ class AgentScreen(ModalScreen[None]):
     )
     BINDINGS = [Binding("escape,ctrl+b", "close", "Close")]
 
-    def __init__(self, serving: TabServing) -> None:
+    def __init__(self, serving: ServedTab) -> None:
         super().__init__()
         self.serving = serving
 
@@ -147,7 +189,7 @@ class HeldScreen(ModalScreen[None]):
         Binding("ctrl+r", "release_predicted", "Release as predicted", priority=True),
     ]
 
-    def __init__(self, serving: TabServing, held: HeldObservation) -> None:
+    def __init__(self, serving: ServedTab, held: HeldObservation) -> None:
         super().__init__()
         self.serving = serving
         self.held = held

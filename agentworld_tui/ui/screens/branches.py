@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Label, Static
 from agentworld_tui.ui.screens.sessions import ConfirmScreen
 from agentworld_tui.ui.widgets.editor import Editor
 from agentworld_tui.world.action import Action, ActionError
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.session import HistoryError, Session, Turn
 
 PREVIEW_LINES = 12
@@ -54,8 +54,7 @@ def editable_text(action: Action) -> str:
 
 
 def _cell(text: str) -> Text:
-    line = " ".join(sanitize(text).split())
-    return Text(line if len(line) <= CELL_CHARS else line[: CELL_CHARS - 1] + "…")
+    return Text(one_line(text, CELL_CHARS))
 
 
 def _outcome(turn: Turn) -> Text:

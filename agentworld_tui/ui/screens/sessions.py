@@ -15,7 +15,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 
 from agentworld_tui.ui.widgets.field import Field
 from agentworld_tui.world.library import SavedSession, SessionLibrary
-from agentworld_tui.world.sanitize import sanitize
+from agentworld_tui.world.sanitize import one_line, sanitize
 from agentworld_tui.world.workspace import WorkspaceError
 
 _DIALOG_CSS = """
@@ -84,7 +84,7 @@ class RenameScreen(ModalScreen[str | None]):
 
 def describe(saved: SavedSession) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.updated))
-    name = " ".join(sanitize(saved.name).split())
+    name = one_line(saved.name)
     if saved.problem:
         return f"{name} · cannot be opened: {sanitize(saved.problem)}"
     turns = f"{saved.turns} turn{'s' * (saved.turns != 1)}"
@@ -135,7 +135,7 @@ class SessionBrowser(ModalScreen[Path | None]):
         for saved in self.saved:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(saved.updated))
             state = Text(sanitize(saved.problem) or "ok", style="red" if saved.problem else "green")
-            name = Text(" ".join(sanitize(saved.name).split()))
+            name = Text(one_line(saved.name))
             table.add_row(name, str(saved.turns), str(saved.tabs), when, state)
         if not self.saved:
             self.query_one("#problem", Static).update("No saved sessions yet.")
@@ -191,5 +191,5 @@ class SessionBrowser(ModalScreen[Path | None]):
                 self.query_one("#problem", Static).update(Text(sanitize(str(exc))))
             self.refresh_rows()
 
-        name = " ".join(sanitize(saved.name).split())
+        name = one_line(saved.name)
         self.app.push_screen(ConfirmScreen(f"Delete “{name}”? This cannot be undone."), done)
