@@ -25,6 +25,7 @@ alone (and the sampling it changes).
 
     python bench/realworld.py --install     # the real MCP servers, once (~1 min)
     python bench/grounding.py               # SmolLM2-135M, ~20 min on 2 busy cores
+    python bench/grounding.py --quick       # 2 held-out calls a server, short answers
     python bench/grounding.py --server URL --server-model NAME --max-tokens 8192
 """
 
@@ -71,6 +72,9 @@ from realworld import (  # noqa: E402
     seed_repository,
     shown,
 )
+
+QUICK_HELD = 2
+"""Held-out calls per server in a quick run."""
 
 CLOSER = 0.01
 """A held-out call's divergence moved by more than this is counted closer or further."""
@@ -293,6 +297,9 @@ def main() -> None:
     )
     parser.add_argument("--split-seed", type=int, default=1)
     parser.add_argument("--keep", metavar="DIR", help="keep everything here")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_HELD} held-out calls a server"
+    )
     args = parser.parse_args()
     flags, model = model_flags(args)
     folder = Path(args.servers).expanduser()
@@ -325,6 +332,8 @@ def main() -> None:
             home = scratch / server.name
             home.mkdir()
             recorded, held = split(server.calls, args.held_out, args.split_seed)
+            if args.quick:
+                held = held[:QUICK_HELD]
             tools = home / "tools.json"
             served = capture_tools(
                 server.command, tools, tuple(sorted({c[0] for c in server.calls}))

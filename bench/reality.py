@@ -16,7 +16,8 @@ deceived (claimed done, failed in the twin); then each run's figures as rollout 
 them.
 
     python bench/realworld.py --install     # the real MCP servers, once (~1 min)
-    python bench/reality.py                 # SmolLM2-135M, ~5 min on 2 busy cores
+    python bench/reality.py                 # SmolLM2-135M, ~2 min on 2 busy cores
+    python bench/reality.py --quick         # one task that passes, one that deceives, one git
     python bench/reality.py --server URL --server-model NAME --max-tokens 8192
 """
 
@@ -125,6 +126,10 @@ TERMINAL: list[dict[str, Any]] = [
         "play": [keys("ls notes\n")],
     },
 ]
+
+
+QUICK = ("make-file", "count-errors", "git-last-commit")
+"""The tasks of a quick run: a check that passes, a deceived episode, a real MCP server."""
 
 
 def mcp_tasks(repository: Path) -> list[dict[str, Any]]:
@@ -244,6 +249,7 @@ def main() -> None:
     parser.add_argument("--servers", default=str(SERVERS), help="where the MCP servers are")
     parser.add_argument("--skip-mcp", action="store_true", help="the terminal tasks only")
     parser.add_argument("--keep", metavar="DIR", help="keep the runs here")
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     args = parser.parse_args()
     flags, model = model_flags(args)
     servers = Path(args.servers).expanduser()
@@ -259,8 +265,12 @@ def main() -> None:
     git = git_command(servers, repository)
     if git is None and not args.skip_mcp:
         raise SystemExit(missing("mcp-server-git", servers))
+    terminal = TERMINAL
     mcp = [] if args.skip_mcp else mcp_tasks(repository)
-    every = TERMINAL + mcp
+    if args.quick:
+        terminal = [t for t in terminal if t["id"] in QUICK]
+        mcp = [t for t in mcp if t["id"] in QUICK]
+    every = terminal + mcp
     names = {t["id"]: t.get("label", t["id"]) for t in every}
     print(f"scratch: {scratch}")
     backend = choose_backend(SandboxOptions(backend=args.twin_backend))
@@ -269,7 +279,7 @@ def main() -> None:
     runs: list[str] = []
     with PolicyServer(policy(every)) as server:
         common = ["--policy-server", server.url, "--parallel", "1", *flags]
-        tasks = write_tasks(scratch / "terminal.jsonl", TERMINAL, domain="terminal")
+        tasks = write_tasks(scratch / "terminal.jsonl", terminal, domain="terminal")
         out = scratch / "terminal-run"
         words = [*agentworld(), "rollout", str(tasks), "--out", str(out), *common]
         words += ["--twin", args.twin_backend, "--twin-seed", str(seed)]

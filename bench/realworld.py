@@ -31,6 +31,9 @@ SERVERS = Path(os.environ.get("AGENTWORLD_BENCH_SERVERS", "~/.cache/agentworld/b
 GIT_PACKAGE = "mcp-server-git==2026.10.19"
 FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
 INSTALL_HELP = "python bench/realworld.py --install [DIR]"
+TOKENS = 256
+QUICK_TOKENS = 48
+"""A quick run's answers: long enough to be compared, short enough for a few minutes."""
 
 
 def agentworld() -> list[str]:
@@ -244,7 +247,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--slots", type=int, default=1)
     group.add_argument("--ctx", type=int, default=8192)
     group.add_argument("--gpu-layers", type=int)
-    group.add_argument("--max-tokens", type=int, default=256)
+    group.add_argument(
+        "--max-tokens", type=int, help=f"default {TOKENS}; {QUICK_TOKENS} with --quick"
+    )
     group.add_argument("--temperature", type=float)
     group.add_argument("--seed", type=int, default=7)
     group.add_argument("--no-thinking", action="store_true")
@@ -283,7 +288,8 @@ def model_flags(args: argparse.Namespace) -> tuple[list[str], str]:
         if args.gpu_layers is not None:
             flags += ["--gpu-layers", str(args.gpu_layers)]
         name = f"{path.name} ({args.engine}, {args.threads} thread(s))"
-    flags += ["--max-tokens", str(args.max_tokens), "--seed", str(args.seed)]
+    tokens = args.max_tokens or (QUICK_TOKENS if args.quick else TOKENS)
+    flags += ["--max-tokens", str(tokens), "--seed", str(args.seed)]
     if args.temperature is not None:
         flags += ["--temperature", str(args.temperature)]
     if args.no_thinking:
@@ -301,15 +307,31 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="install the real MCP servers the benchmarks use")
+    parser = argparse.ArgumentParser(
+        description="install the real MCP servers the benchmarks use, or make their world"
+    )
     parser.add_argument("--install", nargs="?", const=str(SERVERS), metavar="DIR")
+    parser.add_argument(
+        "--world", metavar="DIR", help="make the repository and the folder here, to look at"
+    )
     args = parser.parse_args()
-    if args.install is None:
+    if args.install is not None:
+        folder = Path(args.install).expanduser()
+        install(folder)
+        print(f"installed under {folder}: {GIT_PACKAGE}, {FILESYSTEM_PACKAGE}")
+    elif args.world is not None:
+        world = Path(args.world).expanduser()
+        repository = seed_repository(world / "repository")
+        print(f"repository {repository}:")
+        print(
+            _git(
+                repository, "branch", "--format=%(refname:short) %(objectname)"
+            ),
+            end="",
+        )
+        print(f"folder {seed_folder(world / 'garden')}: {len(FOLDER)} files")
+    else:
         parser.print_help()
-        return
-    folder = Path(args.install).expanduser()
-    install(folder)
-    print(f"installed under {folder}: {GIT_PACKAGE}, {FILESYSTEM_PACKAGE}")
 
 
 if __name__ == "__main__":
