@@ -324,9 +324,7 @@ def main() -> None:
         repository = seed_repository(world / "repository")
         print(f"repository {repository}:")
         print(
-            _git(
-                repository, "branch", "--format=%(refname:short) %(objectname)"
-            ),
+            _git(repository, "branch", "--format=%(refname:short) %(objectname)"),
             end="",
         )
         print(f"folder {seed_folder(world / 'garden')}: {len(FOLDER)} files")
