@@ -10,6 +10,8 @@ budget; and it must run several generations at once.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -261,6 +263,30 @@ def test_loading_keeps_the_process_signal_handlers(model) -> None:
         assert done.observation == OBSERVATION  # the server was not stopped by it
     finally:
         engine.unload()
+
+
+UNLOAD_AT_ONCE = """
+import sys
+from agentworld_tui.engines.xllamacpp import XLlamaEngine
+for _ in range(8):
+    engine = XLlamaEngine(sys.argv[1], n_ctx=512, threads=1, slots=2)
+    engine.load()
+    engine.unload()
+"""
+
+
+def test_a_model_unloaded_at_once_after_loading_never_hangs(scripted_model) -> None:
+    """xllamacpp's server deleted before its HTTP side listens waits for it forever (1 of
+    2 tries here): a load returns once it answers. In a child process, so a hang fails."""
+    path = scripted_model(SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-c", UNLOAD_AT_ONCE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_its_http_side_refuses_requests_without_its_key(model, xllama_engine) -> None:

@@ -341,18 +341,28 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _trial(
-    path: Path, settings: Settings, *, again: bool, name: str = ""
+    path: Path, settings: Settings, *, again: bool, name: str = "", engine: str = ""
 ) -> tuple[ProbeOutcome, str]:
     """Try the model's first decode in a separate process, as the engine does before it
     loads one (``again``: even when it passed before); the outcome and, for a crash, the
-    message with the fix for this machine (naming the model ``name``, else its file)."""
+    message with the fix for this machine (naming the model ``name``, else its file).
+    The engine is ``engine``, else the one the settings name."""
     from agentworld_tui.config import cache_dir
+    from agentworld_tui.engines.probe import CrashProbe, Trial, xllamacpp_crash_message
+
+    probe = CrashProbe(cache_dir())
+    if (engine or settings.model.engine) == "xllamacpp":
+        from agentworld_tui.engines.threads import physical_cores
+
+        threads = settings.model.threads or physical_cores()
+        trial = Trial(path, threads, settings.model.gpu_layers, engine="xllamacpp")
+        outcome = probe.run(trial) if again else probe.check(trial)
+        crashed = xllamacpp_crash_message(name or path.name, outcome)
+        return outcome, crashed if outcome.crashed else ""
     from agentworld_tui.engines.llama.loading import crash_error, placement
-    from agentworld_tui.engines.probe import CrashProbe, Trial
 
     gpu_layers, threads = placement(settings.model.gpu_layers, settings.model.threads)
     trial = Trial(path, threads, gpu_layers)
-    probe = CrashProbe(cache_dir())
     outcome = probe.run(trial) if again else probe.check(trial)
     return outcome, str(crash_error(path, outcome, name)) if outcome.crashed else ""
 
@@ -432,6 +442,14 @@ def _engine_line(settings: Any) -> str:
     return f"xllamacpp {version}, {slots} slots (turns at once)"
 
 
+def _xllamacpp_in_use(settings: Settings) -> bool:
+    """Whether the model runs in-process on xllamacpp, and it is installed."""
+    import importlib.util
+
+    engine = settings.model.engine == "xllamacpp" and not settings.server.url
+    return engine and importlib.util.find_spec("xllamacpp") is not None
+
+
 def _amx_line(build: LlamaBuild | None) -> str:
     """What doctor says of AMX: the CPU reports it, and whether this build uses it."""
     from agentworld_tui.engines.native_build import amx_flags, build_uses_amx
@@ -445,9 +463,10 @@ def _amx_line(build: LlamaBuild | None) -> str:
     return text + "; this llama.cpp build does not use it"
 
 
-def _build_trial(settings: Settings, out: list[tuple[str, str]]) -> None:
+def _build_trial(settings: Settings, out: list[tuple[str, str]], *, llama: bool) -> None:
     """Try the build itself on a small quantized model, so that a crash is found before any
-    model is configured (the exit status is the configured model's to give)."""
+    model is configured (the exit status is the configured model's to give): llama-cpp-python's
+    (``llama``: it is installed) and xllamacpp's when it is the engine."""
     from agentworld_tui.config import cache_dir
     from agentworld_tui.engines.trial_model import trial_model
 
@@ -456,16 +475,21 @@ def _build_trial(settings: Settings, out: list[tuple[str, str]]) -> None:
     except Exception as exc:  # an old gguf package, a cache folder that cannot be written
         out.append(("build trial", f"not run: cannot write its test model ({exc})"))
         return
-    outcome, crashed = _trial(path, settings, again=True, name="a small Q8_0 model")
-    if outcome.ok:
-        out.append(
-            ("build trial", "runs quantized models (a small Q8_0 model, in a separate process)")
+    engines = ["llama-cpp-python"] if llama else []
+    if _xllamacpp_in_use(settings):
+        engines.append("xllamacpp")
+    for engine in engines:
+        label = "build trial" if engine == "llama-cpp-python" else "xllamacpp trial"
+        outcome, crashed = _trial(
+            path, settings, again=True, name="a small Q8_0 model", engine=engine
         )
-        return
-    if crashed:
-        out.append(("build trial", crashed))
-        return
-    out.append(("build trial", f"no verdict: {outcome.error}"))
+        if outcome.ok:
+            said = "runs quantized models (a small Q8_0 model, in a separate process)"
+            out.append((label, said))
+        elif crashed:
+            out.append((label, crashed))
+        else:
+            out.append((label, f"no verdict: {outcome.error}"))
 
 
 def _doctor_trial(path: Path, settings: Settings, out: list[tuple[str, str]]) -> int:
@@ -519,8 +543,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     amx = _amx_line(build)
     if amx:
         out.append(("CPU", amx))
-    if build is not None:
-        _build_trial(settings, out)
+    if build is not None or _xllamacpp_in_use(settings):
+        _build_trial(settings, out, llama=build is not None)
     out.append(("RAM", f"{gib(machine.ram_total)} ({gib(machine.ram_available)} available)"))
     out.append(("HF cache", str(hub_cache_dir())))
     out.append(("config", f"{settings_path()}{'' if settings_path().exists() else ' (none yet)'}"))
@@ -552,7 +576,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.append(("fit", verdict.summary()))
             for note in (*verdict.notes, *verdict.estimate.assumptions):
                 out.append(("", note))
-            if build is not None:
+            if build is not None or _xllamacpp_in_use(settings):
                 status = max(status, _doctor_trial(path, settings, out))
     best = recommend(catalog, machine, gpu_offload=offload)
     out.append(

@@ -33,7 +33,8 @@ class EngineSpec:
     slots: int = 0
     """xllamacpp's parallel slots (0: its default)."""
     probe_cache: str = ""
-    """Where a local model's passed crash trials are remembered (``engines.probe``);
+    """Where a local model's passed crash trials are remembered, for either in-process
+    engine (``engines.probe``);
     "" remembers them in this process only."""
 
     @property
@@ -71,6 +72,9 @@ def make_engine(spec: EngineSpec) -> Engine:
             n_ctx=spec.n_ctx,
             **extra,
         )
+    from agentworld_tui.engines.probe import CrashProbe
+
+    probe = CrashProbe(Path(spec.probe_cache) if spec.probe_cache else None)
     if spec.engine == "xllamacpp":
         from agentworld_tui.engines.xllamacpp import XLlamaEngine
 
@@ -80,14 +84,14 @@ def make_engine(spec: EngineSpec) -> Engine:
             gpu_layers=spec.gpu_layers,
             threads=spec.threads,
             slots=spec.slots,
+            probe=probe,
         )
     from agentworld_tui.engines.llama import LlamaEngine  # numpy: only with a model
-    from agentworld_tui.engines.probe import CrashProbe
 
     return LlamaEngine(
         spec.model_path,
         n_ctx=spec.n_ctx,
         gpu_layers=spec.gpu_layers,
         threads=spec.threads,
-        probe=CrashProbe(Path(spec.probe_cache) if spec.probe_cache else None),
+        probe=probe,
     )

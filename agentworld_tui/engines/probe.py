@@ -10,7 +10,14 @@ command that rebuilds llama.cpp for this machine (``ErrorKind.CRASHED``), and th
 on. A child that reports a Python error (a damaged file, too little memory for the
 context) is not a crash: the in-process load says the same, in its own words.
 
-A pass is remembered, per build (``native_build.build_identity``) and model (its size and
+Both in-process engines are guarded so: llama-cpp-python (``LlamaEngine``), and xllamacpp
+(``XLlamaEngine``), whose child starts llama.cpp's server engine with the engine's settings
+and decodes a short prompt on two slots at once, as many conversations are decoded. Before
+it loads the model that child says which build it runs (``INFO_MARK``: its system info and
+devices), so the message of a crash names the xllamacpp wheel it was (CPU, CUDA, ROCm,
+Vulkan) and the ones to try instead, or the other engine.
+
+A pass is remembered, per engine build (``native_build.build_identity``) and model (its size and
 the bytes of its header and tail, so a moved or renamed file is still known), in this
 process and in a folder (``cache_dir``, from the settings), so the trial costs one child
 process the first time a build meets a model and nothing after. A crash is not remembered:
@@ -31,11 +38,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agentworld_tui.engines import native_build
+from agentworld_tui.engines.base import EngineError, ProgressCallback
 
 log = logging.getLogger("agentworld.probe")
 
@@ -45,6 +53,10 @@ BATCH_TOKENS = 32
 SINGLE_STEPS = 2
 """Single tokens decoded after the batch, as an answer is generated."""
 RESULT_MARK = "agentworld-probe-result "
+INFO_MARK = "agentworld-probe-build "
+"""Begins the line where the child says which build it runs, before it loads the model."""
+TRIAL_SLOTS = 2
+"""Conversations xllamacpp's trial decodes at once (one batch holds several sequences)."""
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 1 << 20
 STDERR_KEPT = 4000
@@ -85,11 +97,13 @@ class Trial:
     threads: int
     gpu_layers: int
     n_batch: int = 512
+    engine: str = native_build.PACKAGE
+    """The engine's package: llama-cpp-python or xllamacpp (``native_build.MODULES``)."""
 
     def key(self) -> str:
         offloaded = "gpu" if self.gpu_layers else "cpu"
-        parts = (native_build.build_identity(), model_identity(self.model_path), offloaded)
-        return "-".join(parts)
+        build = native_build.build_identity(self.engine)
+        return "-".join((build, model_identity(self.model_path), offloaded))
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,10 @@ class ProbeOutcome:
     """The Python error the child reported (not a crash), or why there is no verdict."""
     remembered: bool = False
     seconds: float = 0.0
+    system_info: str = ""
+    """What the child's build said of itself before it loaded the model ("" if it did not)."""
+    devices: tuple[str, ...] = ()
+    """The devices the child's build found (xllamacpp's trial: CPU, CUDA0...)."""
 
     @property
     def signal_name(self) -> str:
@@ -152,6 +170,17 @@ class CrashProbe:
             self._remember(key, trial)
         return outcome
 
+    def first_decode(self, trial: Trial, say: ProgressCallback) -> ProbeOutcome:
+        """An engine's trial before its load: from memory when it passed before, else run
+        (said through ``say``); EngineError when the model file cannot be read."""
+        try:
+            key = trial.key()
+        except OSError as exc:
+            raise EngineError(f"cannot read the model file {trial.model_path}: {exc}") from exc
+        if not self.known(key):
+            say(f"trying {trial.model_path.name} in a separate process")
+        return self.check(trial, key)
+
     # -- remembering -------------------------------------------------------------------------
     def _record(self, key: str) -> Path | None:
         return self.cache_dir / "llama-probe" / f"{key}.json" if self.cache_dir else None
@@ -177,7 +206,7 @@ class CrashProbe:
 
         note = {
             "model": trial.model_path.name,
-            "llama_cpp_python": native_build.version(),
+            trial.engine.replace("-", "_"): native_build.version(trial.engine),
             "passed": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         try:
@@ -200,6 +229,7 @@ class CrashProbe:
                 "threads": trial.threads,
                 "gpu_layers": trial.gpu_layers,
                 "n_batch": trial.n_batch,
+                "engine": trial.engine,
             }
         )
         started = time.monotonic()
@@ -224,6 +254,8 @@ class CrashProbe:
         seconds = time.monotonic() - started
         stderr = done.stderr.decode("utf-8", "replace")[-STDERR_KEPT:]
         code = done.returncode
+        stdout = done.stdout.decode("utf-8", "replace")
+        said = _build_said(stdout)
         died_of = -code if code < 0 else (code - 128 if code > 128 else 0)
         if died_of in CRASH_SIGNALS or died_of == _KILLED:
             log.error(
@@ -232,23 +264,30 @@ class CrashProbe:
                 trial.model_path,
                 stderr,
             )
-            return ProbeOutcome(
-                ok=False, crashed=True, signal=died_of, exit_code=code, seconds=seconds
-            )
-        result = _result(done.stdout.decode("utf-8", "replace"))
+            return replace(said, crashed=True, signal=died_of, exit_code=code, seconds=seconds)
+        result = _marked(stdout, RESULT_MARK)
         if code == 0 and result.get("ok") is True:
             log.info("trial of %s passed in %.1f s", trial.model_path.name, seconds)
-            return ProbeOutcome(ok=True, seconds=seconds)
+            return replace(said, ok=True, seconds=seconds)
         error = str(result.get("error") or f"the trial ended with exit code {code}")
         log.warning("trial of %s failed (%s); its output:\n%s", trial.model_path, error, stderr)
-        return ProbeOutcome(ok=False, exit_code=code, error=error, seconds=seconds)
+        return replace(said, exit_code=code, error=error, seconds=seconds)
 
 
-def _result(stdout: str) -> dict[str, Any]:
+def _build_said(stdout: str) -> ProbeOutcome:
+    """An outcome not yet judged, holding what the child said of its build."""
+    build = _marked(stdout, INFO_MARK)
+    listed = build.get("devices")
+    devices = tuple(d for d in listed if isinstance(d, str)) if isinstance(listed, list) else ()
+    return ProbeOutcome(ok=False, system_info=str(build.get("system_info", "")), devices=devices)
+
+
+def _marked(stdout: str, mark: str) -> dict[str, Any]:
+    """The JSON object of the child's last line that begins with ``mark`` ({} if none)."""
     for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
+        if line.startswith(mark):
             with contextlib.suppress(ValueError):
-                value = json.loads(line[len(RESULT_MARK) :])
+                value = json.loads(line[len(mark) :])
                 if isinstance(value, dict):
                     return value
     return {}
@@ -284,4 +323,63 @@ def crash_message(model_name: str, outcome: ProbeOutcome, system_info: str) -> s
             f"it for this machine: {command} . If it still crashes, the file may be "
             "damaged: download it again."
         )
+    return text
+
+
+SIGNAL_WORDS = {
+    "SIGSEGV": "a segmentation fault",
+    "SIGILL": "an illegal instruction",
+    "SIGABRT": "an abort",
+    "SIGBUS": "a bus error",
+    "SIGFPE": "an arithmetic error",
+}
+OTHER_ENGINE = (
+    "Or run it with the llama-cpp-python engine (one turn at a time): --engine "
+    'llama-cpp-python, or engine = "llama-cpp-python" under [model] in config.toml.'
+)
+
+
+def xllamacpp_crash_message(model_name: str, outcome: ProbeOutcome) -> str:
+    """One paragraph for a crash of xllamacpp's trial: what crashed, that nothing was lost,
+    and what to do on this machine: another of xllamacpp's wheels, or the other engine."""
+    if outcome.signal == _KILLED:
+        return (
+            f"xllamacpp was killed (SIGKILL) trying {model_name} in a separate process, most "
+            "likely for lack of memory; the model was not loaded. Choose a smaller model or "
+            "quantization, a smaller context (--ctx) or fewer slots (--slots), or free "
+            f"memory. {OTHER_ENGINE}"
+        )
+    what = SIGNAL_WORDS.get(outcome.signal_name, "")
+    said = f"{what}, {outcome.signal_name}" if what else outcome.signal_name
+    text = (
+        f"llama.cpp in xllamacpp crashed ({said}) on its first decode "
+        f"of {model_name}, tried in a separate process; the model was not loaded. "
+    )
+    install = native_build.xllamacpp_install_command
+    backend = native_build.xllamacpp_backend(outcome.system_info, outcome.devices)
+    if backend:
+        wheels = native_build.XLLAMACPP_WHEELS.get(backend, ())
+        others = " or ".join(wheels[1:])
+        text += f"This is xllamacpp's {backend} wheel: run the model on the CPU (--gpu-layers 0)"
+        if wheels:
+            text += (
+                f", or install the {backend} wheel that matches this machine's driver: "
+                f"{install(wheels[0])}" + (f" (or {others} in its place)" if others else "")
+            )
+        return f"{text}, or its CPU wheel: {install()} . {OTHER_ENGINE}"
+    lacks = native_build.xllamacpp_cpu_lacks()
+    if lacks and what == "an illegal instruction":
+        return (
+            f"{text}xllamacpp's CPU wheel is built for CPUs with AVX2, FMA and F16C, and this "
+            f"one lacks {', '.join(lacks).upper()}: xllamacpp cannot run here. {OTHER_ENGINE}"
+        )
+    text += "This is xllamacpp's CPU wheel"
+    gpus = [g for g in native_build.gpu_devices() if g in native_build.XLLAMACPP_WHEELS]
+    if gpus:
+        wheel = native_build.XLLAMACPP_WHEELS[gpus[0]][0]
+        text += f"; this machine has a {gpus[0]} GPU, for which: {install(wheel)}"
+    text += (
+        f". Reinstall it in case its files are damaged ({install()}); if it still crashes, "
+        f"the model file may be damaged: download it again. {OTHER_ENGINE}"
+    )
     return text

@@ -18,12 +18,18 @@ where the first one stopped.
 
 The server also listens on 127.0.0.1 (xllamacpp always starts its HTTP side): on a free
 port, behind an API key made for this process, used here only to count tokens.
+
+A native crash in the server would end the process with no word, so before a build first
+runs a model, a child process loads it with the same settings and decodes on two slots
+(``engines/probe.py``); a crash there stops the load with what to do (another xllamacpp
+wheel, or the other engine).
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import importlib.util
 import json
 import logging
 import os
@@ -46,6 +52,7 @@ from agentworld_tui.engines.base import (
     EngineError,
     EngineEvent,
     EngineInfo,
+    ErrorKind,
     GenerationControl,
     GenerationParams,
     Message,
@@ -55,6 +62,7 @@ from agentworld_tui.engines.base import (
 )
 from agentworld_tui.engines.model_file import check_gguf, context_size, model_metadata
 from agentworld_tui.engines.prefix import common_prefix, common_text
+from agentworld_tui.engines.probe import CrashProbe, Trial, xllamacpp_crash_message
 from agentworld_tui.engines.state_file import DEFAULT_MAX_BYTES, KeptStateFile
 from agentworld_tui.engines.template import ChatTemplate, RenderCancelled
 
@@ -70,6 +78,50 @@ PROMPT_CACHE_MIB = 2048
 POLL_S = 0.05
 """How often a stream waiting for the server looks at its control."""
 TOKENIZE_TIMEOUT_S = 30.0
+LISTEN_TIMEOUT_S = 30.0
+
+
+def server_params(
+    model_path: Path,
+    *,
+    n_ctx: int,
+    slots: int,
+    gpu_layers: int,
+    threads: int,
+    checkpoints: int = CHECKPOINTS_PER_SLOT,
+    prompt_cache_mib: int = PROMPT_CACHE_MIB,
+) -> Any:
+    """xllamacpp's server settings (``n_ctx`` for each slot), the same for the engine and
+    its trial (``probe``); listening on a free port of 127.0.0.1 behind a key made here."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model_path)
+    params.n_parallel = slots
+    params.n_ctx = n_ctx * slots  # each slot holds one conversation's context
+    params.kv_unified = False
+    params.n_gpu_layers = gpu_layers
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.n_ctx_checkpoints = checkpoints
+    # A checkpoint where each prompt's last message begins (see _stream), however close
+    # to the one before: the server's default spacing keeps one in thousands of tokens.
+    params.checkpoint_min_step = 1
+    params.cache_ram_mib = prompt_cache_mib
+    # Not every idle slot copied into the prompt cache at every request's start: with
+    # many conversations in their slots that copying took more than the decoding. A
+    # slot another conversation takes is still kept there first.
+    params.cache_idle_slots = False
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.api_keys = [secrets.token_urlsafe(32)]
+    params.warmup = False
+    params.verbosity = 0  # the native log would go to the terminal the app draws on
+    # A request that goes on from no slot's conversation takes the least recently used
+    # slot, whose conversation the server first keeps in its prompt cache (and it
+    # restores this one's from there): never a slot by a shared system prompt alone.
+    params.slot_prompt_similarity = 0.0
+    return params
 
 
 @dataclass(frozen=True)
@@ -213,8 +265,11 @@ class XLlamaEngine:
         slots: int = 0,
         checkpoints: int = CHECKPOINTS_PER_SLOT,
         prompt_cache_mib: int = PROMPT_CACHE_MIB,
+        probe: CrashProbe | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser()
+        self.probe = probe if probe is not None else CrashProbe()
+        """Tries a model in a child process before the server loads it here."""
         self.requested_ctx = n_ctx
         self.requested_gpu_layers = gpu_layers
         self.threads = threads
@@ -268,44 +323,31 @@ class XLlamaEngine:
         say = progress or (lambda _msg: None)
         check_gguf(self.model_path)
         say("starting llama.cpp (xllamacpp)")
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise EngineError("the xllamacpp engine is not installed; pip install xllamacpp")
+        from agentworld_tui.engines.threads import physical_cores
+
+        threads = self.threads or physical_cores()
+        self._try_first(threads, say)  # before its library is loaded in this process
         try:
             import xllamacpp
         except ImportError as exc:
             raise EngineError(
                 f"the xllamacpp engine is not installed ({exc}); pip install xllamacpp"
             ) from exc
-        from agentworld_tui.engines.threads import physical_cores
 
         header = model_metadata(self.model_path)
         n_ctx = context_size(self.requested_ctx, header.trained_context)
-        threads = self.threads or physical_cores()
-        key = secrets.token_urlsafe(32)
-        params = xllamacpp.CommonParams()
-        params.model.path = str(self.model_path)
-        params.n_parallel = self.slots
-        params.n_ctx = n_ctx * self.slots  # each slot holds one conversation's context
-        params.kv_unified = False
-        params.n_gpu_layers = self.requested_gpu_layers
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
-        params.n_ctx_checkpoints = self.checkpoints
-        # A checkpoint where each prompt's last message begins (see _stream), however close
-        # to the one before: the server's default spacing keeps one in thousands of tokens.
-        params.checkpoint_min_step = 1
-        params.cache_ram_mib = self.prompt_cache_mib
-        # Not every idle slot copied into the prompt cache at every request's start: with
-        # many conversations in their slots that copying took more than the decoding. A
-        # slot another conversation takes is still kept there first.
-        params.cache_idle_slots = False
-        params.hostnames = ["127.0.0.1"]
-        params.port = 0
-        params.api_keys = [key]
-        params.warmup = False
-        params.verbosity = 0  # the native log would go to the terminal the app draws on
-        # A request that goes on from no slot's conversation takes the least recently used
-        # slot, whose conversation the server first keeps in its prompt cache (and it
-        # restores this one's from there): never a slot by a shared system prompt alone.
-        params.slot_prompt_similarity = 0.0
+        params = server_params(
+            self.model_path,
+            n_ctx=n_ctx,
+            slots=self.slots,
+            gpu_layers=self.requested_gpu_layers,
+            threads=threads,
+            checkpoints=self.checkpoints,
+            prompt_cache_mib=self.prompt_cache_mib,
+        )
+        key = params.api_keys[0]
         # Where the server saves and restores slots: a fork copies its conversation's
         # slot, and a state file goes through here. Private to this process.
         slot_dir = Path(tempfile.mkdtemp(prefix="agentworld-slots-"))
@@ -330,6 +372,7 @@ class XLlamaEngine:
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
+        _wait_listening(self._address)
         log.info(
             "loaded %s with xllamacpp %s: n_ctx=%d per slot, slots=%d, threads=%d",
             self.model_path,
@@ -339,6 +382,15 @@ class XLlamaEngine:
             threads,
         )
         say("ready")
+
+    def _try_first(self, threads: int, say: ProgressCallback) -> None:
+        """Run the model's first decode in a child process (``probe``) unless it passed
+        before; raises EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
+        trial = Trial(self.model_path, threads, self.requested_gpu_layers, engine=ENGINE_NAME)
+        outcome = self.probe.first_decode(trial, say)
+        if outcome.crashed:
+            message = xllamacpp_crash_message(self.model_path.name, outcome)
+            raise EngineError(message, ErrorKind.CRASHED)
 
     def unload(self) -> None:
         with self._lock:
@@ -720,6 +772,28 @@ class XLlamaEngine:
                 return
             yield chunk
         request.halt = True
+
+
+def _wait_listening(address: str) -> None:
+    """Return once the server's HTTP side answers (or ``LISTEN_TIMEOUT_S`` has passed):
+    a server deleted before it listens never stops, its destructor waiting for it."""
+    where = urlsplit(address)
+    deadline = time.monotonic() + LISTEN_TIMEOUT_S
+    while True:
+        connection = http.client.HTTPConnection(
+            where.hostname or "127.0.0.1", where.port, timeout=LISTEN_TIMEOUT_S
+        )
+        try:
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                log.warning("the xllamacpp server does not answer at %s: %s", address, exc)
+                return
+            time.sleep(POLL_S / 5)
+        finally:
+            connection.close()
 
 
 def _version(xllamacpp: Any) -> str:

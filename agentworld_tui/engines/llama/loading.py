@@ -136,13 +136,7 @@ def crash_error(model_path: Path, outcome: ProbeOutcome, name: str = "") -> Engi
 def try_first(probe: CrashProbe, trial: Trial, say: ProgressCallback) -> None:
     """Run the model's first decode in a child process unless it passed before; raises
     EngineError (``ErrorKind.CRASHED``) when llama.cpp crashed there."""
-    try:
-        key = trial.key()
-    except OSError as exc:
-        raise EngineError(f"cannot read the model file {trial.model_path}: {exc}") from exc
-    if not probe.known(key):
-        say(f"trying {trial.model_path.name} in a separate process")
-    outcome = probe.check(trial, key)
+    outcome = probe.first_decode(trial, say)
     if outcome.crashed:
         raise crash_error(trial.model_path, outcome)
 
