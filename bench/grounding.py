@@ -24,7 +24,7 @@ is the same in both arms (the tools only read), so the two columns differ by the
 alone (and the sampling it changes).
 
     python bench/realworld.py --install     # the real MCP servers, once (~1 min)
-    python bench/grounding.py               # SmolLM2-135M, ~20 min on 2 busy cores
+    python bench/grounding.py               # SmolLM2-135M, ~8 min on 2 busy cores
     python bench/grounding.py --quick       # 2 held-out calls a server, short answers
     python bench/grounding.py --server URL --server-model NAME --max-tokens 8192
 """

@@ -16,7 +16,7 @@ deceived (claimed done, failed in the twin); then each run's figures as rollout 
 them.
 
     python bench/realworld.py --install     # the real MCP servers, once (~1 min)
-    python bench/reality.py                 # SmolLM2-135M, ~2 min on 2 busy cores
+    python bench/reality.py                 # SmolLM2-135M, ~3 min on 2 busy cores
     python bench/reality.py --quick         # one task that passes, one that deceives, one git
     python bench/reality.py --server URL --server-model NAME --max-tokens 8192
 """
