@@ -68,7 +68,7 @@ def servers_or_skip(*names: str) -> None:
     }
     absent = [name for name in names if commands[name] is None]
     if absent:
-        pytest.skip(world.missing(" and ".join(absent), world.SERVERS.expanduser()))
+        pytest.skip(world.missing(absent[0], world.SERVERS.expanduser()))
 
 
 def table(out: str) -> list[str]:
