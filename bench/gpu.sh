@@ -16,7 +16,12 @@
 #               then evaluated / new prompt tokens on both in-process engines (turns,
 #               tab switch, fork, retry, predict --session);
 #   checkpoints hybrid-model checkpoint save and restore against the state's size
-#               (bench/checkpoints.py), the states now in GPU memory.
+#               (bench/checkpoints.py), the states now in GPU memory;
+#   reality     issues 41 and 42's tables (bench/reality.py, bench/grounding.py) on a real
+#               world model, REAL_MODEL (a GGUF file), every layer on the GPU. Not in the
+#               default stages: it needs the model and the real MCP servers installed
+#               beforehand (`python bench/realworld.py --install DIR`, then
+#               AGENTWORLD_BENCH_SERVERS=DIR), Node, tmux and bubblewrap.
 # Logs and figures go to $OUT (or ./gpu-bench-out).
 #
 # The build needs the CUDA toolkit (nvcc) and a C++ compiler. A machine without network
@@ -128,5 +133,13 @@ fi
 if wants checkpoints; then
     echo "== checkpoint save and restore against the state's size, states on the GPU"
     python bench/checkpoints.py --sizes 8,32,63 --reps 7 | tee "$OUT/checkpoints-gpu.txt"
+fi
+
+if wants reality; then
+    echo "== reality in the loop on ${REAL_MODEL:?set REAL_MODEL to a GGUF file of the world model}"
+    real=(--model "$REAL_MODEL" --engine xllamacpp --gpu-layers -1 --threads 8 --slots 1
+          --ctx 32768 --max-tokens 8192)
+    python bench/reality.py "${real[@]}" | tee "$OUT/reality.txt"
+    python bench/grounding.py "${real[@]}" | tee "$OUT/grounding.txt"
 fi
 echo "done; figures in $OUT"
