@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from agentworld_tui.reality.traces import Exchange
+
 TESTS_DIR = Path(__file__).resolve().parent
 
 NOTES_TOOLS: list[dict[str, Any]] = [
@@ -181,3 +183,50 @@ if __name__ == "__main__":
         asyncio.run(_run_stdio(Path(sys.argv[2])))
     else:
         asyncio.run(_run_http(Path(sys.argv[2]), Path(sys.argv[3])))
+
+
+# -- grounding: a trace store of the notebook's real answers, and the prompt it makes ------
+NOTE_EXCHANGES = [
+    Exchange("read_note", {"name": "shopping"}, "eggs\nmilk", "twin", domain="mcp"),
+    Exchange("read_note", {"name": "todo"}, "call mum", "routed", domain="mcp"),
+    Exchange("write_note", {"name": "todo", "text": "x"}, "wrote 1 bytes", domain="mcp"),
+]
+"""Earlier real exchanges of tests/twinserver.py's tools, as a trace store holds them."""
+
+GROUNDED = """### Turn 1
+
+**Real Examples:**
+For reference only: answers the real tool read_note gave to earlier calls, recorded \
+outside this conversation. They show how it really answers (format, fields, errors). They \
+are not part of this environment's history and may come from a different state: answer \
+the action below from this environment's own history.
+
+Example 1, arguments:
+```json
+{"name": "todo"}
+```
+Real result:
+```
+call mum
+```
+
+Example 2, arguments:
+```json
+{"name": "shopping"}
+```
+Real result:
+```
+eggs
+milk
+```
+
+**Action:**
+```json
+{
+  "name": "read_note",
+  "arguments": {
+    "name": "todo list"
+  }
+}
+```"""
+"""The user message of ``read_note(name="todo list")`` grounded in ``NOTE_EXCHANGES``."""

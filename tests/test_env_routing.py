@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from faultserver import FaultServer
-from mcpfixtures import reply_with, scripted_world
+from mcpfixtures import GROUNDED, NOTE_EXCHANGES, reply_with, scripted_world
 from twinserver import TOOLS
 
 from agentworld_tui.agents.env import (
@@ -37,7 +37,6 @@ from agentworld_tui.agents.env import (
     TraceStore,
     TwinSpec,
 )
-from agentworld_tui.reality.traces import Exchange
 from agentworld_tui.world.domain import Scenario
 from agentworld_tui.world.workspace import load_workspace
 
@@ -219,55 +218,9 @@ def test_a_real_server_gone_mid_episode_falls_back_or_fails_the_step_as_its_rule
     assert calls_received(notebook) == [{"name": "read_note", "arguments": {"name": "plan"}}]
 
 
-GROUNDED = """### Turn 1
-
-**Real Examples:**
-For reference only: answers the real tool read_note gave to earlier calls, recorded \
-outside this conversation. They show how it really answers (format, fields, errors). They \
-are not part of this environment's history and may come from a different state: answer \
-the action below from this environment's own history.
-
-Example 1, arguments:
-```json
-{"name": "todo"}
-```
-Real result:
-```
-call mum
-```
-
-Example 2, arguments:
-```json
-{"name": "shopping"}
-```
-Real result:
-```
-eggs
-milk
-```
-
-**Action:**
-```json
-{
-  "name": "read_note",
-  "arguments": {
-    "name": "todo list"
-  }
-}
-```"""
-
-
 def filled_store(path: Path) -> Path:
     with TraceStore(path, create=True) as store:
-        store.add_many(
-            [
-                Exchange("read_note", {"name": "shopping"}, "eggs\nmilk", "twin", domain="mcp"),
-                Exchange("read_note", {"name": "todo"}, "call mum", "routed", domain="mcp"),
-                Exchange(
-                    "write_note", {"name": "todo", "text": "x"}, "wrote 1 bytes", domain="mcp"
-                ),
-            ]
-        )
+        store.add_many(NOTE_EXCHANGES)
     return path
 
 

@@ -23,6 +23,8 @@ from faultserver import FaultServer
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcpfixtures import (
+    GROUNDED,
+    NOTE_EXCHANGES,
     TESTS_DIR,
     llama_simulator,
     received_text,
@@ -43,7 +45,7 @@ from agentworld_tui.domains import get_domain
 from agentworld_tui.reality.grounding import Grounder, Grounding
 from agentworld_tui.reality.routing import Route, Router, RuleSet, default_rules, parse_rules
 from agentworld_tui.reality.spec import Deliver, TwinSpec
-from agentworld_tui.reality.traces import Exchange, TraceStore
+from agentworld_tui.reality.traces import TraceStore
 from agentworld_tui.simulator.routing import Reality
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.session_file import ROUTES
@@ -410,55 +412,13 @@ async def test_a_reopened_session_takes_up_its_router_again(
 
 
 # -- grounding ------------------------------------------------------------------------------
-GROUNDED = """### Turn 1
-
-**Real Examples:**
-For reference only: answers the real tool read_note gave to earlier calls, recorded \
-outside this conversation. They show how it really answers (format, fields, errors). They \
-are not part of this environment's history and may come from a different state: answer \
-the action below from this environment's own history.
-
-Example 1, arguments:
-```json
-{"name": "todo"}
-```
-Real result:
-```
-call mum
-```
-
-Example 2, arguments:
-```json
-{"name": "shopping"}
-```
-Real result:
-```
-eggs
-milk
-```
-
-**Action:**
-```json
-{
-  "name": "read_note",
-  "arguments": {
-    "name": "todo list"
-  }
-}
-```"""
 
 
 async def test_a_grounded_call_sends_the_most_similar_real_answers_in_its_prompt(
     tmp_path: Path, notes: toolsets.Toolset
 ) -> None:
     store = TraceStore(tmp_path / "traces.db", create=True)
-    store.add_many(
-        [
-            Exchange("read_note", {"name": "shopping"}, "eggs\nmilk", "twin", domain="mcp"),
-            Exchange("read_note", {"name": "todo"}, "call mum", "routed", domain="mcp"),
-            Exchange("write_note", {"name": "todo", "text": "x"}, "wrote 1 bytes", domain="mcp"),
-        ]
-    )
+    store.add_many(NOTE_EXCHANGES)
     folder = tmp_path / "sessions"
     reality = Reality(grounder=Grounder(store), keep_in=store)  # no twin: grounding alone
     with FaultServer() as fault:
