@@ -250,7 +250,9 @@ def native_handler(number: int) -> bytes:
 def test_loading_keeps_the_process_signal_handlers(model) -> None:
     """Ctrl+C must stay Python's KeyboardInterrupt (and the app's). xllamacpp's source
     has its server install SIGINT and SIGTERM handlers that stop it as it starts; the
-    tested release does not, and this fails if one does."""
+    tested release does not, and this fails if one does. Python's own SIGINT handler is
+    put in place first: a test run earlier in the process may have left another."""
+    python_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = {n: native_handler(n) for n in (signal.SIGINT, signal.SIGTERM)}
     engine = XLlamaEngine(model(), n_ctx=512, threads=1, slots=1)
     engine.load()
@@ -263,6 +265,7 @@ def test_loading_keeps_the_process_signal_handlers(model) -> None:
         assert done.observation == OBSERVATION  # the server was not stopped by it
     finally:
         engine.unload()
+        signal.signal(signal.SIGINT, python_handler)
 
 
 UNLOAD_AT_ONCE = """
