@@ -523,6 +523,12 @@ async def test_a_dialog_closed_while_its_twin_starts_closes_the_twin(
     def scratch() -> set[Path]:
         return set(Path(tempfile.gettempdir()).glob(f"agentworld-twin-{os.getpid()}-*"))
 
+    # A seed of 40,000 files takes the sandbox seconds to copy, so Esc comes while the
+    # twin is still starting, however fast the machine.
+    many = seed / "many"
+    many.mkdir()
+    for i in range(40_000):
+        (many / f"f{i}").write_bytes(b"")
     before = scratch()
     app = make_app(terminal_model)
     async with app.run_test(size=(120, 40)) as pilot:
