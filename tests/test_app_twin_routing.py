@@ -223,6 +223,60 @@ async def test_rules_given_on_the_command_line_route_the_mcp_tab_s_twin(
         assert (notebook / "notes" / "plan").read_text() == "ship it"
 
 
+async def test_an_agent_served_the_tab_is_routed_by_the_same_rules_as_the_person(
+    model: Path, notebook: Path
+) -> None:
+    """Ctrl+B serves the routed tab: the agent's read goes to reality, its write is
+    simulated and never reaches the server, the read after it is simulated (one world),
+    and the twin still follows, so the person's next call is routed as well."""
+    from mcp import Client
+
+    from agentworld_tui.simulator.shadow import Shadow
+    from agentworld_tui.ui.screens.agent import AgentScreen
+    from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
+    spec = TwinSpec(
+        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
+    )
+    runner, first = spec.start()
+    app = AgentWorldApp(
+        make_app(model).settings,
+        offer_models=False,
+        twin=("mcp", Shadow(runner, "real", spec, first=first)),
+        twin_routing=TwinRouting(default_rules()),
+    )
+    async with app.run_test(size=(140, 44)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
+        pane = app.active_pane
+        assert isinstance(pane, McpPane)
+        await wait_for(pilot, lambda: pane.reality.twin is not None)
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
+        url = app.serving["mcp"].url
+        async with Client(url) as agent:
+            read = await agent.call_tool("read_note", {"name": "plan"})
+            wrote = await agent.call_tool("write_note", {"name": "plan", "text": "changed"})
+            again = await agent.call_tool("read_note", {"name": "plan"})
+        texts = ["".join(getattr(p, "text", "") for p in r.content) for r in (read, wrote, again)]
+        assert texts == ["ship it", PREDICTED, PREDICTED]
+        turns = pane.session.turns
+        assert [t.route["answered"] if t.route else None for t in turns] == ["real", "sim", "sim"]
+        assert turns[2].route is not None and turns[2].route["forced_by"]["tool"] == "write_note"
+        assert [c["name"] for c in calls(notebook)] == ["read_note"]
+        assert (notebook / "notes" / "plan").read_text() == "ship it"
+
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        assert pane.reality.following
+        await call(pilot, pane, "read_note", {"name": "plan"})
+        person = pane.session.turns[3]
+        assert person.route is not None and person.route["answered"] == "sim"
+        assert [c["name"] for c in calls(notebook)] == ["read_note"]
+
+
 def test_the_app_s_command_line_takes_the_routing_flags_for_the_mcp_tab(tmp_path: Path) -> None:
     from agentworld_tui.cli import build_parser
     from agentworld_tui.cli.launch import UserError, merge_leading

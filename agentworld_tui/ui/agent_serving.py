@@ -126,7 +126,13 @@ class TabServing:
         def save() -> str | None:
             return self.host.save_session(pane.session)
 
-        return OpenSession(pane.session, save, lambda: None, self.host.files.workspace.path)
+        return OpenSession(
+            pane.session,
+            save,
+            lambda: None,
+            self.host.files.workspace.path,
+            routing=pane.reality.agent_routing,
+        )
 
     # -- serving ------------------------------------------------------------------------
     async def begin(self) -> str:

@@ -283,6 +283,14 @@ class TabReality:
         self._routed_run = (run, decision)
         return run
 
+    def agent_routing(self) -> RoutedSession | None:
+        """How an agent's call (the tab served with Ctrl+B) goes: by the twin's rules, as
+        the person's calls do, while the twin follows the turns shown; None: simulated."""
+        twin = self.twin
+        if twin is None or twin.routed is None or not self._check_following():
+            return None
+        return twin.routed
+
     def turn_started(self, run: TurnRun) -> None:
         """A turn began in the tab (typed, retried, an agent's call, a pending turn)."""
         twin, turn = self.twin, run.turn
@@ -294,6 +302,9 @@ class TabReality:
             # twin now (a retry's turn has its real side already).
             shadowed = isinstance(run, ShadowRun) and turn.reality is None
             routed = any(t is turn for t in twin.acted)
+            if not routed and turn.route is not None and run.session is twin.session:
+                twin.acted.append(turn)  # an agent's call, routed by the twin's rules
+                routed = True
             if shadowed and run.session is twin.session and not routed:
                 twin.acted.append(turn)
         if shadowed or routed or turn.reality is not None:

@@ -197,7 +197,10 @@ class Answering:
 
     def _routed(self, connection: AgentConnection) -> RoutedSession | None:
         """The connection's routing (made at its first call, from its session's recorded
-        turns: a session reopened takes up its router again)."""
+        turns: a session reopened takes up its router again), or its store's own."""
+        own = connection.opened.routing
+        if own is not None:
+            return own()
         if self.reality is None:
             return None
         if connection.routed is None:

@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentworld_tui.config import sessions_dir
 from agentworld_tui.world.domain import Domain, Scenario
 from agentworld_tui.world.library import SessionLibrary
 from agentworld_tui.world.session import Session, new_session
 from agentworld_tui.world.workspace import WorkspaceError
+
+if TYPE_CHECKING:
+    from agentworld_tui.simulator.routing import RoutedSession
 
 log = logging.getLogger("agentworld.mcp")
 
@@ -34,6 +37,10 @@ class OpenSession:
     """Save now; returns why it could not, or None."""
     close: Callable[[], None]
     path: Path | None = None
+    routing: Callable[[], RoutedSession | None] | None = None
+    """Where the store routes the session's calls itself (the app's tab routes an agent's
+    calls by the rules it routes the person's by), asked at each call; None from it: the
+    call is simulated. None here: the server's own reality, if any, routes them."""
 
 
 class SessionUnavailable(Exception):
