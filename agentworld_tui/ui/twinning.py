@@ -30,15 +30,15 @@ from agentworld_tui.world.domain import Domain
 from agentworld_tui.world.session import Session, Turn
 
 if TYPE_CHECKING:
+    from agentworld_tui.engines.base import GenerationParams
     from agentworld_tui.reality.observation import RealObservation
     from agentworld_tui.reality.routing import Decision, RuleSet, ToolInfo
     from agentworld_tui.reality.spec import Deliver, TwinSpec
     from agentworld_tui.reality.traces import TraceStore
     from agentworld_tui.reality.twin import TwinRunner
-    from agentworld_tui.simulator import Simulator, TurnRun, TurnUpdate
+    from agentworld_tui.simulator import Saver, Simulator, TurnRun, TurnUpdate
     from agentworld_tui.simulator.routing import RoutedSession
     from agentworld_tui.simulator.shadow import Shadow
-    from agentworld_tui.ui.panes.base import RunOptions
     from agentworld_tui.ui.widgets.reality.twin_view import Mode, TwinView
     from agentworld_tui.world.action import Action
 
@@ -213,6 +213,14 @@ def with_server_tools(started: StartedTwin) -> StartedTwin:
     except CaptureError as exc:
         return replace(started, tools_problem=str(exc))
     return replace(started, tools=captured.tools)
+
+
+class RunOptions(TypedDict):
+    """What every turn a pane starts is run with."""
+
+    params: GenerationParams
+    owner: str
+    save: Saver
 
 
 class ShadowOption(TypedDict, total=False):

@@ -8,7 +8,7 @@ token). Subclasses decide how the action is edited and how an observation is sho
 from __future__ import annotations
 
 import time
-from typing import Protocol, TypedDict
+from typing import Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,11 +17,11 @@ from textual.message import Message
 from textual.widgets import Static
 
 from agentworld_tui.engines.base import Finished, GenerationParams
-from agentworld_tui.simulator import Saver, Simulator, SimulatorError, TurnRun, TurnUpdate
+from agentworld_tui.simulator import Simulator, SimulatorError, TurnRun, TurnUpdate
 from agentworld_tui.ui.frames import FramePacer
 from agentworld_tui.ui.highlight import highlight
 from agentworld_tui.ui.textual_private import closing
-from agentworld_tui.ui.twinning import TabReality
+from agentworld_tui.ui.twinning import RunOptions, TabReality
 from agentworld_tui.ui.widgets.line_view import LineView
 from agentworld_tui.ui.widgets.reasoning_panel import ReasoningPanel
 from agentworld_tui.ui.widgets.status_bar import StatusInfo
@@ -88,14 +88,6 @@ class AgentLink(Protocol):
     def session_replaced(self) -> None:
         """The tab got another session: the agent's connection keeps the old one."""
         ...
-
-
-class RunOptions(TypedDict):
-    """What every turn a pane starts is run with."""
-
-    params: GenerationParams
-    owner: str
-    save: Saver
 
 
 DRIVEN = "An agent drives this tab: its calls are the turns here (Ctrl+B to steer it or stop)."
