@@ -20,8 +20,8 @@ pipx installs from a wheelhouse packed from this environment's own packages
 (``tests/wheelhouse.py``), never from an index, so the versions are the ones the other
 tests run with and nothing is compiled or downloaded. It takes a few minutes (pipx's
 install of the project and its dependencies, then every step), so it runs only when
-``AGENTWORLD_WALKTHROUGH=1`` is set: ``AGENTWORLD_WALKTHROUGH=1 python -m pytest
-tests/test_docs_walkthrough.py``. Ctrl+B (an agent steered from the app) is covered by the
+``AGENTWORLD_WALKTHROUGH=1`` is set, in one process (its steps share one install):
+``AGENTWORLD_WALKTHROUGH=1 python -m pytest -n 0 tests/test_docs_walkthrough.py``. Ctrl+B (an agent steered from the app) is covered by the
 app's own tests (tests/test_app_agent.py, tests/test_mcp_steering.py).
 """
 
