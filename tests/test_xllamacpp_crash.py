@@ -378,3 +378,14 @@ def test_pull_use_never_saves_a_model_that_crashed(
     assert code == 2
     assert "not saved as the model" in err and "xllamacpp crashed" in err
     assert (config / "config.toml").read_text(encoding="utf-8") == kept
+
+
+def test_the_trial_ends_as_soon_as_it_has_decoded(scripted_model, tmp_path: Path) -> None:
+    """xllamacpp's server, freed before its HTTP side listens, waits for it forever: the
+    child waits until it listens and is never freed before it exits, as the engine
+    waits before it can unload, so no trial runs out its time."""
+    path = unknown_model(scripted_model, "x-quick")
+    trial = probe.Trial(path, 1, 0, engine="xllamacpp")
+    for attempt in range(6):
+        outcome = CrashProbe(tmp_path / f"c{attempt}", timeout=30).run(trial)
+        assert outcome.ok, (attempt, outcome.error)

@@ -52,12 +52,16 @@ def llama_trial(trial: dict[str, Any]) -> None:
     llm.close()
 
 
+_KEPT: list[Any] = []
+"""What must outlive the trial: freed only by the process's end."""
+
+
 def xllamacpp_trial(trial: dict[str, Any]) -> None:
     """xllamacpp: its server engine with the engine's settings, a short prompt read and
     single tokens generated on ``TRIAL_SLOTS`` slots at once."""
     import xllamacpp
 
-    from agentworld_tui.engines.xllamacpp import server_params
+    from agentworld_tui.engines.xllamacpp import server_params, wait_listening
 
     devices = [str(d.get("name", "")) for d in xllamacpp.get_device_info()]
     build = {"system_info": str(xllamacpp.get_system_info()), "devices": devices}
@@ -70,6 +74,10 @@ def xllamacpp_trial(trial: dict[str, Any]) -> None:
         threads=int(trial["threads"]),
     )
     server = xllamacpp.Server(params)
+    # Never freed before the process ends (os._exit): a server deleted before its HTTP
+    # side listens waits for it forever, and the trial would then run out its time.
+    _KEPT.append(server)
+    wait_listening(str(server.listening_address))
     replies: list[Any] = []
     failures: list[BaseException] = []
 

@@ -372,7 +372,7 @@ class XLlamaEngine:
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
-        _wait_listening(self._address)
+        wait_listening(self._address)
         log.info(
             "loaded %s with xllamacpp %s: n_ctx=%d per slot, slots=%d, threads=%d",
             self.model_path,
@@ -774,7 +774,7 @@ class XLlamaEngine:
         request.halt = True
 
 
-def _wait_listening(address: str) -> None:
+def wait_listening(address: str) -> None:
     """Return once the server's HTTP side answers (or ``LISTEN_TIMEOUT_S`` has passed):
     a server deleted before it listens never stops, its destructor waiting for it."""
     where = urlsplit(address)
