@@ -154,37 +154,6 @@ def _notes_server(marker: Path) -> Any:
     )
 
 
-async def _run_stdio(marker: Path) -> None:
-    from mcp.server.stdio import stdio_server
-
-    server = _notes_server(marker)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-async def _run_http(port_file: Path, marker: Path) -> None:
-    import socket
-
-    import uvicorn
-
-    app = _notes_server(marker).streamable_http_app()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port_file.write_text(str(sock.getsockname()[1]), encoding="utf-8")
-    await task
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "stdio":
-        asyncio.run(_run_stdio(Path(sys.argv[2])))
-    else:
-        asyncio.run(_run_http(Path(sys.argv[2]), Path(sys.argv[3])))
-
-
 # -- grounding: a trace store of the notebook's real answers, and the prompt it makes ------
 NOTE_EXCHANGES = [
     Exchange("read_note", {"name": "shopping"}, "eggs\nmilk", "twin", domain="mcp"),
@@ -230,3 +199,12 @@ milk
 }
 ```"""
 """The user message of ``read_note(name="todo list")`` grounded in ``NOTE_EXCHANGES``."""
+
+
+if __name__ == "__main__":
+    from twinserver import serve_http, serve_stdio
+
+    if sys.argv[1] == "stdio":
+        asyncio.run(serve_stdio(_notes_server(Path(sys.argv[2]))))
+    else:
+        asyncio.run(serve_http(_notes_server(Path(sys.argv[3])), Path(sys.argv[2])))

@@ -13,7 +13,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -115,25 +118,27 @@ def notes_server(folder: Path) -> Any:
     return Server("twin-notes", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def run_stdio(folder: Path) -> None:
+async def serve_stdio(server: Server) -> None:
+    """Serve ``server`` over stdio until the client leaves."""
     from mcp.server.stdio import stdio_server
 
-    server = notes_server(folder)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
-async def run_http(folder: Path, port_file: Path) -> None:
+async def serve_http(server: Server, port_file: Path) -> None:
+    """Serve ``server`` over streamable HTTP on a free port of 127.0.0.1, written to
+    ``port_file`` once it listens."""
     import socket
 
     import uvicorn
 
-    app = notes_server(folder).streamable_http_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started:
+    config = uvicorn.Config(server.streamable_http_app(), log_config=None, lifespan="on")
+    running = uvicorn.Server(config)
+    task = asyncio.ensure_future(running.serve(sockets=[sock]))
+    while not running.started:
         await asyncio.sleep(0.01)
     port_file.write_text(str(sock.getsockname()[1]), encoding="utf-8")
     await task
@@ -141,6 +146,6 @@ async def run_http(folder: Path, port_file: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "stdio":
-        asyncio.run(run_stdio(Path(sys.argv[2])))
+        asyncio.run(serve_stdio(notes_server(Path(sys.argv[2]))))
     else:
-        asyncio.run(run_http(Path(sys.argv[2]), Path(sys.argv[3])))
+        asyncio.run(serve_http(notes_server(Path(sys.argv[2])), Path(sys.argv[3])))
