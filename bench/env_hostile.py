@@ -53,34 +53,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import machine, verdict  # noqa: E402
+from figures import HOSTILE_TOOLS, machine, verdict  # noqa: E402
 
 # bench/mcp.py has the SDK's package name: this folder must not stand before the SDK.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 RATE_TARGET = 0.95
-TOOLS = [
-    {
-        "name": "read_note",
-        "description": "Read one note of the notebook by its title.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"title": {"type": "string"}},
-            "required": ["title"],
-        },
-    },
-    {
-        "name": "lookup",
-        "description": "Look names up.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "pattern": "^(a|aa)+$"},
-                "rows": {"type": "array", "uniqueItems": True},
-            },
-        },
-    },
-]
+TOOLS = HOSTILE_TOOLS
 PLAIN = {
     "mcp": {"name": "read_note", "arguments": {"title": "groceries"}},
     "terminal": "ls -la\n",

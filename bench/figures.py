@@ -74,3 +74,29 @@ def machine() -> str:
 
 def verdict(ok: bool) -> str:
     return "meets the target" if ok else "MISSES the target"
+
+
+HOSTILE_TOOLS = [
+    {
+        "name": "read_note",
+        "description": "Read one note of the notebook by its title.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"title": {"type": "string"}},
+            "required": ["title"],
+        },
+    },
+    {
+        "name": "lookup",
+        "description": "Look names up.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^(a|aa)+$"},
+                "rows": {"type": "array", "uniqueItems": True},
+            },
+        },
+    },
+]
+"""The tools the MCP and OpenEnv hostile-client benchmarks serve: a plain read, and one whose
+schema a hostile client makes costly to check (a backtracking pattern, uniqueItems)."""

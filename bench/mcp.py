@@ -40,35 +40,14 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-from figures import machine, percentile, verdict  # noqa: E402
+from figures import HOSTILE_TOOLS, machine, percentile, verdict  # noqa: E402
 
 # This file's name is the SDK's package name: its folder must not stand before the SDK.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 
 LATENCY_TARGET_MS = 5.0
 RATE_TARGET = 0.95
-TOOLS = [
-    {
-        "name": "read_note",
-        "description": "Read one note of the notebook by its title.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"title": {"type": "string"}},
-            "required": ["title"],
-        },
-    },
-    {
-        "name": "lookup",
-        "description": "Look names up.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "pattern": "^(a|aa)+$"},
-                "rows": {"type": "array", "uniqueItems": True},
-            },
-        },
-    },
-]
+TOOLS = HOSTILE_TOOLS
 CALL = ("read_note", {"title": "groceries"})
 OBSERVATION = "groceries.md\n- milk\n- eggs\n- 2 lemons"
 
