@@ -193,7 +193,8 @@ def test_answer_now_closes_the_reasoning_and_answers(model, xllama_engine) -> No
     assert done.stats.stop_reason == "eos"
     assert done.closed_reasoning
     cut = done.stats.reasoning_tokens
-    assert 3 <= cut < 40
+    # Cut well before the 300 steps of the script; how soon depends on the machine's load.
+    assert 3 <= cut < len(LONG_REASONING) // 2
     # The scripted model starts its script over after "</think>\n\n", and closes that
     # reasoning again: the reasoning ends at the last close before the answer.
     assert done.reasoning == "".join(LONG_REASONING[:cut]) + "\n\n" + restarted_reasoning()
