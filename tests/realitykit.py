@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentworld_tui.reality.sandbox import Sandbox, probe
+from agentworld_tui.reality.spec import TwinSpec
 
 NAMESPACE_BACKENDS = ("bwrap", "unshare")
 
@@ -83,3 +87,24 @@ def host_listener() -> Iterator[int]:
         stop.set()
         thread.join(2)
         server.close()
+
+
+@contextmanager
+def notes_twin_over_http(
+    notebook: Path, port_file: Path
+) -> Iterator[tuple[TwinSpec, subprocess.Popen[bytes]]]:
+    """tests/twinserver.py over streamable HTTP on ``notebook``: its twin spec and process,
+    ended (killed if it still runs) afterwards."""
+    server = str(Path(__file__).resolve().parent / "twinserver.py")
+    process = subprocess.Popen([sys.executable, server, "http", str(notebook), str(port_file)])
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text():
+            assert process.poll() is None, "the twin's server ended"
+            assert time.monotonic() < deadline, "the twin's server did not start"
+            time.sleep(0.05)
+        yield TwinSpec("mcp", url=f"http://127.0.0.1:{port_file.read_text()}/mcp"), process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)

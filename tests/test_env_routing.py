@@ -19,7 +19,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 from faultserver import FaultServer
 from mcpfixtures import GROUNDED, NOTE_EXCHANGES, reply_with, scripted_world
+from realitykit import notes_twin_over_http
 from twinserver import TOOLS
 
 from agentworld_tui.agents.env import (
@@ -72,19 +72,8 @@ def notebook(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def http_twin(notebook: Path, tmp_path: Path) -> Iterator[tuple[TwinSpec, subprocess.Popen[bytes]]]:
-    port_file = tmp_path / "port"
-    process = subprocess.Popen([sys.executable, SERVER, "http", str(notebook), str(port_file)])
-    try:
-        deadline = time.monotonic() + 60
-        while not port_file.exists() or not port_file.read_text():
-            assert process.poll() is None, "the twin's server ended"
-            assert time.monotonic() < deadline, "the twin's server did not start"
-            time.sleep(0.05)
-        yield TwinSpec("mcp", url=f"http://127.0.0.1:{port_file.read_text()}/mcp"), process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
+    with notes_twin_over_http(notebook, tmp_path / "port") as made:
+        yield made
 
 
 def test_default_rules_keep_writes_from_the_twin_and_one_world_after_a_simulated_write(

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from mcpfixtures import (
     until,
     write_tools,
 )
+from realitykit import notes_twin_over_http
 from twinserver import TOOLS
 
 from agentworld_tui.agents.mcp import toolset as toolsets
@@ -104,19 +104,8 @@ def stdio_twin(notebook: Path) -> TwinSpec:
 
 @pytest.fixture
 def http_twin(notebook: Path, tmp_path: Path) -> Iterator[tuple[TwinSpec, subprocess.Popen[bytes]]]:
-    port_file = tmp_path / "port"
-    process = subprocess.Popen([sys.executable, SERVER, "http", str(notebook), str(port_file)])
-    try:
-        deadline = time.monotonic() + 60
-        while not port_file.exists() or not port_file.read_text():
-            assert process.poll() is None, "the twin's server ended"
-            assert time.monotonic() < deadline, "the twin's server did not start"
-            time.sleep(0.05)
-        yield TwinSpec("mcp", url=f"http://127.0.0.1:{port_file.read_text()}/mcp"), process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
+    with notes_twin_over_http(notebook, tmp_path / "port") as made:
+        yield made
 
 
 async def test_a_twin_without_rules_shadows_every_call_and_the_agent_gets_reality(
