@@ -12,8 +12,11 @@ Nothing here reaches the server but the calls the caller makes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import struct
+import termios
 import threading
 import time
 from collections import deque
@@ -35,6 +38,9 @@ START_SECONDS = 60.0
 MAX_OUTPUT = 1_000_000
 """Characters of a result kept; the rest is cut with a note."""
 STDERR_KEPT = 4000
+
+
+SERVER_ENDED = "the server ended"
 
 
 class McpTwin:
@@ -72,6 +78,7 @@ class McpTwin:
         self._stderr: deque[str] = deque()
         self._stderr_size = 0
         self._errlog: Any = None
+        self._stderr_fd: int | None = None
 
     @property
     def source(self) -> str:
@@ -110,10 +117,9 @@ class McpTwin:
     def act(self, action: Action) -> RealObservation:
         began = time.monotonic()
         if self._dead or self._portal is None or self._client is None:
-            return failed(TwinStatus.CRASHED, self._dead or "the twin was not started")
+            return failed(TwinStatus.CRASHED, self._said_dead() or "the twin was not started")
         if self._ended.is_set():
-            self._dead = f"the server ended{self._stderr_note()}"
-            return failed(TwinStatus.CRASHED, self._dead)
+            return self._server_ended()
         payload = action.payload if isinstance(action.payload, dict) else {}
         name = payload.get("name")
         arguments = payload.get("arguments")
@@ -163,6 +169,7 @@ class McpTwin:
 
         if self.command:
             read, write = os.pipe()
+            self._stderr_fd = read
             threading.Thread(target=self._keep_stderr, args=(read,), daemon=True).start()
             self._errlog = os.fdopen(write, "w", encoding="utf-8", errors="replace")
             params = StdioServerParameters(
@@ -208,15 +215,13 @@ class McpTwin:
             )
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
-                self._dead = f"the server ended{self._stderr_note()}"
-                return failed(TwinStatus.CRASHED, self._dead)
+                return self._server_ended()
             error = exc.error.model_dump(mode="json", exclude_none=True)
             text = json.dumps({"jsonrpc": "2.0", "error": error}, ensure_ascii=False)
             return RealObservation(self._bounded(text), tool_error=True)
         except Exception as exc:  # a result outside the protocol, a broken connection
             if self._ended.is_set():
-                self._dead = f"the server ended{self._stderr_note()}"
-                return failed(TwinStatus.CRASHED, self._dead)
+                return self._server_ended()
             return failed(
                 TwinStatus.ERROR, f"the server's answer is not a tool result: {_reason(exc)}"
             )
@@ -237,6 +242,28 @@ class McpTwin:
                 self._stderr_size += len(text)
                 while self._stderr_size > STDERR_KEPT and len(self._stderr) > 1:
                     self._stderr_size -= len(self._stderr.popleft())
+
+    def _server_ended(self) -> RealObservation:
+        self._dead = SERVER_ENDED
+        self._drain_stderr()
+        return failed(TwinStatus.CRASHED, self._said_dead())
+
+    def _said_dead(self) -> str:
+        """Why the twin is dead; for a server that ended, with its last words as they are
+        now (they may reach the pipe's reader after its end was seen)."""
+        return self._dead + self._stderr_note() if self._dead == SERVER_ENDED else self._dead
+
+    def _drain_stderr(self, seconds: float = 0.5) -> None:
+        """Wait (a little) until what the server wrote to stderr is out of the pipe."""
+        fd, deadline = self._stderr_fd, time.monotonic() + seconds
+        while fd is not None and time.monotonic() < deadline:
+            try:
+                pending = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+            except OSError:
+                return
+            if not pending:
+                return
+            time.sleep(0.01)
 
     def _stderr_note(self) -> str:
         text = "".join(self._stderr)[-400:].strip()
