@@ -280,10 +280,10 @@ for _ in range(8):
 
 
 def test_a_model_unloaded_at_once_after_loading_never_hangs(scripted_model) -> None:
-    """xllamacpp's server deleted before its HTTP side listens waits for it forever (1 of
-    2 tries here): a load returns once it answers. In a child process, so a hang fails;
-    its limit is a deadline for a hang, not a measurement (eight loads took 120 s on a
-    2-core machine running three other test workers)."""
+    """xllamacpp's server deleted before its task loop has started waits for it forever
+    (the loop's stop is lost; 1 of about 10 runs of eight loads on a loaded 2-core machine
+    before the fix): a load returns once the loop answers. In a child process, so a hang
+    fails; its limit is a deadline for a hang, not a measurement."""
     path = scripted_model(SCRIPT)
     done = subprocess.run(
         [sys.executable, "-c", UNLOAD_AT_ONCE, str(path)],

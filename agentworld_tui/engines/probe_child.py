@@ -61,7 +61,7 @@ def xllamacpp_trial(trial: dict[str, Any]) -> None:
     single tokens generated on ``TRIAL_SLOTS`` slots at once."""
     import xllamacpp
 
-    from agentworld_tui.engines.xllamacpp import server_params, wait_listening
+    from agentworld_tui.engines.xllamacpp import server_params, wait_serving
 
     devices = [str(d.get("name", "")) for d in xllamacpp.get_device_info()]
     build = {"system_info": str(xllamacpp.get_system_info()), "devices": devices}
@@ -74,10 +74,10 @@ def xllamacpp_trial(trial: dict[str, Any]) -> None:
         threads=int(trial["threads"]),
     )
     server = xllamacpp.Server(params)
-    # Never freed before the process ends (os._exit): a server deleted before its HTTP
-    # side listens waits for it forever, and the trial would then run out its time.
+    # Never freed before the process ends (os._exit): a server deleted before its task
+    # loop runs waits for it forever, and the trial would then run out its time.
     _KEPT.append(server)
-    wait_listening(str(server.listening_address))
+    wait_serving(str(server.listening_address), params.api_keys[0])
     replies: list[Any] = []
     failures: list[BaseException] = []
 

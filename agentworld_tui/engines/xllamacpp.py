@@ -372,7 +372,7 @@ class XLlamaEngine:
         self._address = str(server.listening_address)
         self._key = key
         self._n_ctx = n_ctx
-        wait_listening(self._address)
+        wait_serving(self._address, key)
         log.info(
             "loaded %s with xllamacpp %s: n_ctx=%d per slot, slots=%d, threads=%d",
             self.model_path,
@@ -774,9 +774,14 @@ class XLlamaEngine:
         request.halt = True
 
 
-def wait_listening(address: str) -> None:
-    """Return once the server's HTTP side answers (or ``LISTEN_TIMEOUT_S`` has passed):
-    a server deleted before it listens never stops, its destructor waiting for it."""
+def wait_serving(address: str, key: str) -> None:
+    """Return once the server's task loop answers (or ``LISTEN_TIMEOUT_S`` has passed).
+
+    xllamacpp's destructor stops the loop and joins its thread; a stop said before the
+    loop has started is lost (the loop marks itself running as it starts), and the
+    destructor then waits forever. Its HTTP side listens before the loop starts, so a
+    ``/health`` that answers is not enough: ``GET /slots`` is answered by the loop itself.
+    """
     where = urlsplit(address)
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
     while True:
@@ -784,16 +789,20 @@ def wait_listening(address: str) -> None:
             where.hostname or "127.0.0.1", where.port, timeout=LISTEN_TIMEOUT_S
         )
         try:
-            connection.request("GET", "/health")
-            connection.getresponse().read()
-            return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                log.warning("the xllamacpp server does not answer at %s: %s", address, exc)
+            connection.request("GET", "/slots", headers={"Authorization": f"Bearer {key}"})
+            response = connection.getresponse()
+            response.read()
+            if response.status == 200:
                 return
-            time.sleep(POLL_S / 5)
+            problem = f"/slots answered {response.status}"
+        except OSError as exc:
+            problem = str(exc)
         finally:
             connection.close()
+        if time.monotonic() > deadline:
+            log.warning("the xllamacpp server does not serve at %s: %s", address, problem)
+            return
+        time.sleep(POLL_S / 5)
 
 
 def _version(xllamacpp: Any) -> str:
