@@ -166,6 +166,44 @@ async def test_the_dialog_s_rules_keep_a_simulated_call_from_reality_and_each_tu
         ]
 
 
+async def test_a_retry_of_a_routed_turn_asks_where_its_rules_sent_it(
+    model: Path, notebook: Path, tmp_path: Path
+) -> None:
+    """Ctrl+R on a turn reality answered alone is refused where the person looks (a
+    prediction would contradict its record; the server is not called again); on a
+    simulated turn it asks the world model again, with the same real examples."""
+    store_path = tmp_path / "traces.db"
+    example = seeded_store(store_path)
+    app = make_app(model)
+    async with app.run_test(size=(140, 44)) as pilot:
+        pane = await open_tab(app, pilot, "mcp", McpPane)
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        fields = {"command": server_command(notebook), "routes": "default"}
+        await twin_in_dialog(app, pilot, fields | {"traces": str(store_path)})
+        session = pane.session
+
+        await call(pilot, pane, "read_note", {"name": "plan"})
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        read = session.turns[0]
+        assert not pane.busy and read.observation == "ship it" and read.attempts == []
+        assert [c["name"] for c in calls(notebook)] == ["read_note"]
+        error = str(pane.query_one("#action-error").render())
+        assert "the rules send read_note there" in error
+        assert "send the call again" in error
+        assert not any("Nothing to retry" in n.message for n in app._notifications)
+
+        await call(pilot, pane, "write_note", {"name": "plan", "text": "changed"})
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: not pane.busy and session.turns[1].attempts != [], 60)
+        write = session.turns[1]
+        assert write.status == "complete" and write.observation == PREDICTED
+        assert len(write.attempts) == 1
+        assert write.route is not None and write.route["answered"] == "sim"
+        assert write.grounding is not None and write.grounding["examples"] == [example]
+        assert [c["name"] for c in calls(notebook)] == ["read_note"]
+
+
 async def test_a_rule_file_with_an_error_is_refused_in_the_dialog_with_its_line(
     notebook: Path, tmp_path: Path
 ) -> None:

@@ -222,10 +222,20 @@ class Simulator:
     ) -> TurnRun:
         """Ask again for the last turn (its earlier answer stays among its attempts). A
         twinned turn is not carried out in reality again: the new prediction is compared
-        with the real answer it has."""
+        with the real answer it has. A turn the rules sent to reality alone is refused: a
+        prediction would contradict its record, and carrying the call out again is for
+        the person or agent to ask by sending it again."""
         self._check(session)
         if not session.turns:
             raise SimulatorError("there is no turn to retry")
+        route = session.turns[-1].route
+        if isinstance(route, dict) and route.get("answered") == "real":
+            tool = str(route.get("tool") or "this call")
+            raise SimulatorError(
+                f"this turn was the real server's to answer (the rules send {tool} there): "
+                "a retry asks the world model again only for predicted turns; send the "
+                "call again to ask the real server again"
+            )
         turn = session.retry()
         if turn.reality is None:
             return self._submit(session, turn, params, owner, save, home)

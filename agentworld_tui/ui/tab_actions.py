@@ -81,7 +81,9 @@ class TabActions:
     def retry(self) -> None:
         host = self.host
         pane = host.active_pane
-        if pane is not None and not pane.retry() and not pane.busy:
+        if pane is None or pane.retry() or pane.busy:
+            return
+        if not pane.session.turns:  # otherwise the pane shows why it could not
             host.notify("Nothing to retry yet.", timeout=3)
 
     def answer_now(self) -> None:
