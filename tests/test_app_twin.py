@@ -264,6 +264,39 @@ async def test_reality_is_not_undone_a_branch_it_did_not_follow_runs_in_simulati
         assert len(pane.reality.twin.acted) == 2  # type: ignore[union-attr]
 
 
+async def test_an_agent_served_a_twinned_terminal_acts_in_the_sandbox_as_the_person(
+    terminal_model: Path, seed: Path
+) -> None:
+    """The agent's keystrokes (Ctrl+B) are shadowed like the person's: the twin carries
+    them out, and the twin goes on following, so the person's next line sees their effect."""
+    from mcp import Client
+
+    from agentworld_tui.ui.screens.agent import AgentScreen
+    from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
+    app = make_app(terminal_model)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await twin_in_dialog(app, pilot, {"seed": str(seed)}, backend=any_backend())
+        pane = pane_of(app)
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
+        async with Client(app.serving["terminal"].url) as agent:
+            await agent.call_tool("send_keystrokes", {"keystrokes": "echo agent > by.txt\n"})
+        await wait_for(pilot, lambda: not pane.busy)
+        [turn] = pane.session.turns
+        assert turn.reality is not None and turn.reality["real"]["status"] == "ok"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        assert pane.reality.following
+
+        await send_line(pilot, pane, "ls")
+        listed = pane.session.turns[1].reality
+        assert listed is not None and "by.txt" in listed["real"]["text"]
+
+
 async def test_a_fresh_start_and_quitting_close_the_twin(terminal_model: Path, seed: Path) -> None:
     app = make_app(terminal_model)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -315,6 +315,55 @@ async def test_an_agent_served_the_tab_is_routed_by_the_same_rules_as_the_person
         assert [c["name"] for c in calls(notebook)] == ["read_note"]
 
 
+async def test_an_agent_served_a_twinned_tab_without_rules_is_shadowed_as_the_person(
+    model: Path, notebook: Path
+) -> None:
+    """Without rules every call in a twinned tab is shadowed, an agent's (Ctrl+B) as the
+    person's: the twin carries it out, the agent gets reality's answer, and the turn
+    records both sides."""
+    from mcp import Client
+
+    from agentworld_tui.simulator.shadow import Shadow
+    from agentworld_tui.ui.screens.agent import AgentScreen
+    from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
+    spec = TwinSpec(
+        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
+    )
+    runner, first = spec.start()
+    app = AgentWorldApp(
+        make_app(model).settings,
+        offer_models=False,
+        twin=("mcp", Shadow(runner, "real", spec, first=first)),
+    )
+    async with app.run_test(size=(140, 44)) as pilot:
+        await asyncio.wait_for(app.model_ready.wait(), 30)
+        await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
+        pane = app.active_pane
+        assert isinstance(pane, McpPane)
+        await wait_for(pilot, lambda: pane.reality.twin is not None)
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
+        async with Client(app.serving["mcp"].url) as agent:
+            read = await agent.call_tool("read_note", {"name": "plan"})
+        assert "".join(getattr(p, "text", "") for p in read.content) == "ship it"
+        await wait_for(pilot, lambda: not pane.busy)
+        [turn] = pane.session.turns
+        assert turn.route is None and turn.reality is not None
+        assert turn.reality["delivered"] == "real" and turn.observation == PREDICTED
+        assert [c["name"] for c in calls(notebook)] == ["read_note"]
+
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        assert pane.reality.following
+        await call(pilot, pane, "list_notes", {})
+        person = pane.session.turns[1]
+        assert person.reality is not None and person.reality["delivered"] == "real"
+        assert [c["name"] for c in calls(notebook)] == ["read_note", "list_notes"]
+
+
 def test_the_app_s_command_line_takes_the_routing_flags_for_the_mcp_tab(tmp_path: Path) -> None:
     from agentworld_tui.cli import build_parser
     from agentworld_tui.cli.launch import UserError, merge_leading

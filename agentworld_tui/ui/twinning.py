@@ -91,7 +91,8 @@ class LiveTwin:
     """The turns whose actions the twin carried out, or that its rules kept from it, in
     order (the very objects)."""
     routed: RoutedSession | None = None
-    """The session's calls routed by rules and grounded (None: every call shadowed)."""
+    """The session's calls, routed by the twin's rules (without rules every call is
+    shadowed) and grounded in its trace store; None only for a twin made by hand."""
 
     def follows(self, session: Session) -> bool:
         """Whether ``session`` shows the turns the twin acted on, and no other after them:
@@ -223,12 +224,6 @@ class RunOptions(TypedDict):
     save: Saver
 
 
-class ShadowOption(TypedDict, total=False):
-    """``Simulator.send``'s shadow, while the twin follows the turns shown."""
-
-    shadow: Shadow
-
-
 class RealityPane(Protocol):
     """What a tab's reality uses of its pane (``DomainPane``, which imports this module)."""
 
@@ -263,37 +258,30 @@ class TabReality:
         """The running turn the rules routed, and their decision, until it is settled."""
 
     # -- the pane's hooks -----------------------------------------------------------------
-    def send_options(self) -> ShadowOption:
-        """``simulator.send``'s options for the next action: the shadow while the twin
-        follows the turns shown."""
-        twin = self.twin
-        if twin is None or not self._check_following():
-            return {}
-        return {"shadow": twin.shadow}
-
     def send(
         self, simulator: Simulator, session: Session, action: Action, options: RunOptions
     ) -> TurnRun:
-        """Start the turn of a person's action: where the twin's rules send it while the
-        twin follows the turns shown (grounded in the trace store when the world model
-        answers), else shadowed by the twin while it follows, else simulated. Raises
-        SimulatorError as ``Simulator.send`` does."""
-        twin = self.twin
-        routed = twin.routed if twin is not None else None
-        if twin is None or routed is None or not self._check_following():
-            return simulator.send(session, action, **options, **self.send_options())
+        """Start the turn of a person's action: where the twin's rules send it (without
+        rules: shadowed) while the twin follows the turns shown, grounded in the trace
+        store when the world model answers; else simulated. Raises SimulatorError as
+        ``Simulator.send`` does."""
+        routed = self.agent_routing()
+        if routed is None:
+            return simulator.send(session, action, **options)
         from agentworld_tui.reality.traces import call_of
 
         decision = routed.decide(call_of(session.domain.name, action.payload)[0])
         grounding = routed.grounding(action, decision)  # a lookup of a few milliseconds
         run = routed.send(simulator, action, decision, grounding, **options)
-        twin.acted.append(run.turn)
+        assert self.twin is not None
+        self.twin.acted.append(run.turn)
         self._routed_run = (run, decision)
         return run
 
     def agent_routing(self) -> RoutedSession | None:
-        """How an agent's call (the tab served with Ctrl+B) goes: by the twin's rules, as
-        the person's calls do, while the twin follows the turns shown; None: simulated."""
+        """How a call in the tab goes, the person's or an agent's (the tab served with
+        Ctrl+B): by the twin's rules while the twin follows the turns shown; None:
+        simulated."""
         twin = self.twin
         if twin is None or twin.routed is None or not self._check_following():
             return None
@@ -430,27 +418,25 @@ class TabReality:
         backend = sandbox_backend(runner)
         if backend and session.twin.get("backend") == "auto":
             session.twin["backend"] = backend  # what "auto" chose
-        routed = None
-        if choice.rules is not None or started.store is not None:
-            from agentworld_tui.reality.grounding import DEFAULT_BUDGET, Grounder
-            from agentworld_tui.simulator.routing import Reality
+        from agentworld_tui.reality.grounding import DEFAULT_BUDGET, Grounder
+        from agentworld_tui.simulator.routing import Reality
 
-            store = started.store
-            reality = Reality(
-                runner,
-                choice.spec,
-                choice.deliver,
-                choice.rules,
-                tools,
-                Grounder(store, budget=choice.grounding_budget or DEFAULT_BUDGET)
-                if store is not None
-                else None,
-                store if store is not None and store.writable else None,
-                started.first,
-            )
-            if choice.rules is not None:
-                session.twin["routes"] = choice.rules.source
-            routed = reality.open(session)
+        store = started.store
+        reality = Reality(
+            runner,
+            choice.spec,
+            choice.deliver,
+            choice.rules,
+            tools,
+            Grounder(store, budget=choice.grounding_budget or DEFAULT_BUDGET)
+            if store is not None
+            else None,
+            store if store is not None and store.writable else None,
+            started.first,
+        )
+        if choice.rules is not None:
+            session.twin["routes"] = choice.rules.source
+        routed = reality.open(session)  # without rules: every call shadowed
         self.twin = LiveTwin(choice, shadow, session, routed=routed)
         self._following = True
         self.session_shown()
