@@ -23,12 +23,13 @@ comes in only when a local model is used).
 """
 
 from agentworld_tui.agents.env.actions import ActionInput, ToolCall, make_action, openai_tool
-from agentworld_tui.agents.env.environment import Environment, PendingStep
+from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.pool import EnvironmentPool, StepOutcome
 from agentworld_tui.agents.env.results import Cost, EnvError, Observation, StepResult, TwinStep
 from agentworld_tui.agents.env.retry import RetryingEngine, RetryPolicy, is_transient
 from agentworld_tui.agents.env.session_file import SessionFile, save_sessions
 from agentworld_tui.agents.env.simulators import engine_spec, load_simulator, open_simulator
+from agentworld_tui.agents.env.steps import PendingStep
 from agentworld_tui.agents.env.twins import TwinBusy, TwinError, TwinSlots
 from agentworld_tui.agents.schedule import (
     Decision,

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentworld_tui.agents.env.actions import ActionInput
-from agentworld_tui.agents.env.environment import Environment, PendingStep, Results
+from agentworld_tui.agents.env.environment import Environment
 from agentworld_tui.agents.env.plans import HOME, Plan, run_async, run_blocking
 from agentworld_tui.agents.env.results import EnvError, Observation, StepResult
 from agentworld_tui.agents.env.retry import RetryPolicy
 from agentworld_tui.agents.env.routing import EpisodeRouting, RoutesInput, TracesInput
 from agentworld_tui.agents.env.simulators import EngineInput, Loaded, open_simulator
+from agentworld_tui.agents.env.steps import PendingStep, Results
 from agentworld_tui.engines.base import GenerationParams
 from agentworld_tui.simulator import Home, Simulator
 from agentworld_tui.world.action import ActionError
