@@ -67,6 +67,29 @@ async def open_tab(app: AgentWorldApp, pilot: Any, name: str, kind: type[P]) -> 
     return pane
 
 
+async def serve_to_agent(app: AgentWorldApp, pilot: Any) -> str:
+    """Ctrl+B in the tab on show, then Y: the tab is served to agents; its URL, once the
+    agent screen is up."""
+    from agentworld_tui.ui.screens.agent import AgentScreen
+    from agentworld_tui.ui.screens.sessions import ConfirmScreen
+
+    pane = app.active_pane
+    assert pane is not None
+    await pilot.press("ctrl+b")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.press("y")
+    await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
+    return app.serving[pane.domain.name].url
+
+
+async def agent_done(app: AgentWorldApp, pilot: Any) -> None:
+    """Escape from the agent screen (the tab stays served)."""
+    from agentworld_tui.ui.screens.agent import AgentScreen
+
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+
+
 async def finished(pilot: Any, pane: DomainPane, turns: int = 1) -> None:
     await wait_for(pilot, lambda: len(pane.session.turns) >= turns and not pane.busy)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pane_driver import make_app, open_tab, wait_for
+from pane_driver import agent_done, make_app, open_tab, serve_to_agent, wait_for
 from realitykit import any_backend, living_in
 from textual.widgets import Select
 
@@ -271,25 +271,17 @@ async def test_an_agent_served_a_twinned_terminal_acts_in_the_sandbox_as_the_per
     them out, and the twin goes on following, so the person's next line sees their effect."""
     from mcp import Client
 
-    from agentworld_tui.ui.screens.agent import AgentScreen
-    from agentworld_tui.ui.screens.sessions import ConfirmScreen
-
     app = make_app(terminal_model)
     async with app.run_test(size=(120, 40)) as pilot:
         await asyncio.wait_for(app.model_ready.wait(), 30)
         await twin_in_dialog(app, pilot, {"seed": str(seed)}, backend=any_backend())
         pane = pane_of(app)
-        await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
-        async with Client(app.serving["terminal"].url) as agent:
+        async with Client(await serve_to_agent(app, pilot)) as agent:
             await agent.call_tool("send_keystrokes", {"keystrokes": "echo agent > by.txt\n"})
         await wait_for(pilot, lambda: not pane.busy)
         [turn] = pane.session.turns
         assert turn.reality is not None and turn.reality["real"]["status"] == "ok"
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        await agent_done(app, pilot)
         assert pane.reality.following
 
         await send_line(pilot, pane, "ls")

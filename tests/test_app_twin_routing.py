@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pane_driver import make_app, open_tab, scripted, wait_for
+from pane_driver import agent_done, make_app, open_tab, scripted, serve_to_agent, wait_for
 
-from agentworld_tui.reality.routing import default_rules
+from agentworld_tui.reality.routing import RuleSet, default_rules
 from agentworld_tui.reality.spec import TwinSpec
 from agentworld_tui.reality.traces import Exchange, TraceStore
 from agentworld_tui.ui.app import AgentWorldApp
@@ -78,6 +78,8 @@ def stored(path: Path) -> int:
 
 
 async def call(pilot: Any, pane: McpPane, tool: str, arguments: dict[str, Any]) -> None:
+    """The person calls ``tool`` (once the turn before, maybe an agent's, is recorded)."""
+    await wait_for(pilot, lambda: not pane.busy, 60)
     turns = len(pane.session.turns)
     pane.pick(tool)
     pane.arguments.text = json.dumps(arguments)
@@ -99,6 +101,33 @@ async def twin_in_dialog(app: AgentWorldApp, pilot: Any, fields: dict[str, str])
     return dialog
 
 
+def twinned_app(model: Path, notebook: Path, rules: RuleSet | None = None) -> AgentWorldApp:
+    """The app with its MCP tab twinned with the notebook server, as the command line
+    does it, routed by ``rules`` (None: every call shadowed)."""
+    from agentworld_tui.simulator.shadow import Shadow
+
+    spec = TwinSpec(
+        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
+    )
+    runner, first = spec.start()
+    return AgentWorldApp(
+        make_app(model).settings,
+        offer_models=False,
+        twin=("mcp", Shadow(runner, "real", spec, first=first)),
+        twin_routing=TwinRouting(rules) if rules is not None else None,
+    )
+
+
+async def twinned_pane(app: AgentWorldApp, pilot: Any) -> McpPane:
+    """The MCP tab, once the model is loaded and the twin is beside it."""
+    await asyncio.wait_for(app.model_ready.wait(), 30)
+    await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
+    pane = app.active_pane
+    assert isinstance(pane, McpPane)
+    await wait_for(pilot, lambda: pane.reality.twin is not None)
+    return pane
+
+
 async def test_the_dialog_s_rules_keep_a_simulated_call_from_reality_and_each_turn_says_where(
     model: Path, notebook: Path, tmp_path: Path
 ) -> None:
@@ -106,8 +135,7 @@ async def test_the_dialog_s_rules_keep_a_simulated_call_from_reality_and_each_tu
     example = seeded_store(store_path)
     app = make_app(model)
     async with app.run_test(size=(140, 44)) as pilot:
-        pane = await open_tab(app, pilot, "mcp", McpPane)
-        await asyncio.wait_for(app.model_ready.wait(), 30)
+        pane = await open_tab(app, pilot, "mcp", McpPane)  # the model loaded
         fields = {
             "command": server_command(notebook),
             "routes": "default",
@@ -176,8 +204,7 @@ async def test_a_retry_of_a_routed_turn_asks_where_its_rules_sent_it(
     example = seeded_store(store_path)
     app = make_app(model)
     async with app.run_test(size=(140, 44)) as pilot:
-        pane = await open_tab(app, pilot, "mcp", McpPane)
-        await asyncio.wait_for(app.model_ready.wait(), 30)
+        pane = await open_tab(app, pilot, "mcp", McpPane)  # the model loaded
         fields = {"command": server_command(notebook), "routes": "default"}
         await twin_in_dialog(app, pilot, fields | {"traces": str(store_path)})
         session = pane.session
@@ -233,27 +260,9 @@ async def test_a_rule_file_with_an_error_is_refused_in_the_dialog_with_its_line(
 async def test_rules_given_on_the_command_line_route_the_mcp_tab_s_twin(
     model: Path, notebook: Path
 ) -> None:
-    from agentworld_tui.simulator.shadow import Shadow
-
-    spec = TwinSpec(
-        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
-    )
-    runner, first = spec.start()
-    shadow = Shadow(runner, "real", spec, first=first)
-    settings = make_app(model).settings
-    app = AgentWorldApp(
-        settings,
-        offer_models=False,
-        twin=("mcp", shadow),
-        twin_routing=TwinRouting(default_rules()),
-    )
+    app = twinned_app(model, notebook, default_rules())
     async with app.run_test(size=(140, 44)) as pilot:
-        await asyncio.wait_for(app.model_ready.wait(), 30)
-        pane = app.active_pane
-        await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
-        pane = app.active_pane
-        assert isinstance(pane, McpPane)
-        await wait_for(pilot, lambda: pane.reality.twin is not None)
+        pane = await twinned_pane(app, pilot)
         await call(pilot, pane, "write_note", {"name": "plan", "text": "changed"})
         turn = pane.session.turns[0]
         assert turn.route is not None and turn.route["answered"] == "sim"
@@ -269,32 +278,10 @@ async def test_an_agent_served_the_tab_is_routed_by_the_same_rules_as_the_person
     and the twin still follows, so the person's next call is routed as well."""
     from mcp import Client
 
-    from agentworld_tui.simulator.shadow import Shadow
-    from agentworld_tui.ui.screens.agent import AgentScreen
-    from agentworld_tui.ui.screens.sessions import ConfirmScreen
-
-    spec = TwinSpec(
-        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
-    )
-    runner, first = spec.start()
-    app = AgentWorldApp(
-        make_app(model).settings,
-        offer_models=False,
-        twin=("mcp", Shadow(runner, "real", spec, first=first)),
-        twin_routing=TwinRouting(default_rules()),
-    )
+    app = twinned_app(model, notebook, default_rules())
     async with app.run_test(size=(140, 44)) as pilot:
-        await asyncio.wait_for(app.model_ready.wait(), 30)
-        await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
-        pane = app.active_pane
-        assert isinstance(pane, McpPane)
-        await wait_for(pilot, lambda: pane.reality.twin is not None)
-        await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
-        url = app.serving["mcp"].url
-        async with Client(url) as agent:
+        pane = await twinned_pane(app, pilot)
+        async with Client(await serve_to_agent(app, pilot)) as agent:
             read = await agent.call_tool("read_note", {"name": "plan"})
             wrote = await agent.call_tool("write_note", {"name": "plan", "text": "changed"})
             again = await agent.call_tool("read_note", {"name": "plan"})
@@ -306,8 +293,7 @@ async def test_an_agent_served_the_tab_is_routed_by_the_same_rules_as_the_person
         assert [c["name"] for c in calls(notebook)] == ["read_note"]
         assert (notebook / "notes" / "plan").read_text() == "ship it"
 
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        await agent_done(app, pilot)
         assert pane.reality.following
         await call(pilot, pane, "read_note", {"name": "plan"})
         person = pane.session.turns[3]
@@ -323,30 +309,10 @@ async def test_an_agent_served_a_twinned_tab_without_rules_is_shadowed_as_the_pe
     records both sides."""
     from mcp import Client
 
-    from agentworld_tui.simulator.shadow import Shadow
-    from agentworld_tui.ui.screens.agent import AgentScreen
-    from agentworld_tui.ui.screens.sessions import ConfirmScreen
-
-    spec = TwinSpec(
-        "mcp", command=(sys.executable, str(HERE / "twinserver.py"), "stdio", str(notebook))
-    )
-    runner, first = spec.start()
-    app = AgentWorldApp(
-        make_app(model).settings,
-        offer_models=False,
-        twin=("mcp", Shadow(runner, "real", spec, first=first)),
-    )
+    app = twinned_app(model, notebook)
     async with app.run_test(size=(140, 44)) as pilot:
-        await asyncio.wait_for(app.model_ready.wait(), 30)
-        await wait_for(pilot, lambda: isinstance(app.active_pane, McpPane))
-        pane = app.active_pane
-        assert isinstance(pane, McpPane)
-        await wait_for(pilot, lambda: pane.reality.twin is not None)
-        await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, AgentScreen))
-        async with Client(app.serving["mcp"].url) as agent:
+        pane = await twinned_pane(app, pilot)
+        async with Client(await serve_to_agent(app, pilot)) as agent:
             read = await agent.call_tool("read_note", {"name": "plan"})
         assert "".join(getattr(p, "text", "") for p in read.content) == "ship it"
         await wait_for(pilot, lambda: not pane.busy)
@@ -355,8 +321,7 @@ async def test_an_agent_served_a_twinned_tab_without_rules_is_shadowed_as_the_pe
         assert turn.reality["delivered"] == "real" and turn.observation == PREDICTED
         assert [c["name"] for c in calls(notebook)] == ["read_note"]
 
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, AgentScreen))
+        await agent_done(app, pilot)
         assert pane.reality.following
         await call(pilot, pane, "list_notes", {})
         person = pane.session.turns[1]
