@@ -27,6 +27,7 @@ from agentworld_tui.engines.base import EngineError, ErrorKind, GenerationContro
 from agentworld_tui.engines.llama import LlamaEngine
 from agentworld_tui.engines.probe import CrashProbe
 from agentworld_tui.engines.trial_model import write_trial_model
+from agentworld_tui.engines.xllamacpp import XLlamaEngine
 
 SCRIPT = (
     "listing</think><predicted_observation>user@devbox:~/project$ ls\n"
@@ -61,6 +62,15 @@ def engine(path: Path, probe_: CrashProbe) -> LlamaEngine:
 
 def records(cache: Path) -> list[Path]:
     return sorted((cache / "llama-probe").glob("*.json"))
+
+
+def xllama(path: Path, probe_: CrashProbe) -> XLlamaEngine:
+    return XLlamaEngine(path, n_ctx=512, threads=1, slots=2, probe=probe_)
+
+
+ENGINES = {"llama-cpp-python": engine, "xllamacpp": xllama}
+"""Each in-process engine, loading a model with a given trial: the cases both share run
+on both (each engine's own messages are tested beside it, and in test_xllamacpp_crash)."""
 
 
 # -- a crash in the trial ------------------------------------------------------------------------
@@ -111,34 +121,41 @@ def test_a_trial_killed_for_memory_says_so(scripted_model, tmp_path: Path) -> No
     assert "GGML_NATIVE" not in str(raised.value)
 
 
-def test_a_python_error_in_the_trial_is_not_a_crash(scripted_model, tmp_path: Path) -> None:
-    path = unknown_model(scripted_model, "truncated")
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_python_error_in_the_trial_is_not_a_crash(
+    scripted_model, tmp_path: Path, kind: str
+) -> None:
+    path = unknown_model(scripted_model, f"{kind}-truncated")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(EngineError) as raised:
-        engine(path, CrashProbe(tmp_path)).load()
+        ENGINES[kind](path, CrashProbe(tmp_path)).load()
     assert raised.value.kind is not ErrorKind.CRASHED
     assert "could not load" in str(raised.value) and "crashed" not in str(raised.value)
 
 
 # -- a pass is remembered ------------------------------------------------------------------------
-def test_a_pass_is_remembered_per_build_and_model(scripted_model, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_pass_is_remembered_per_build_and_model(
+    scripted_model, tmp_path: Path, kind: str
+) -> None:
+    make = ENGINES[kind]
     cache = tmp_path / "cache"
-    path = unknown_model(scripted_model, "first")
-    first = engine(path, CrashProbe(cache))  # the real trial
+    path = unknown_model(scripted_model, f"{kind}-first")
+    first = make(path, CrashProbe(cache))  # the real trial
     phases: list[str] = []
     first.load(phases.append)
     assert any("separate process" in phase for phase in phases)
     assert len(records(cache)) == 1
     note = json.loads(records(cache)[0].read_text())
-    assert note["model"] == "first.gguf"
-    assert note["llama_cpp_python"] == native_build.version()
+    assert note["model"] == f"{kind}-first.gguf"
+    assert note[kind.replace("-", "_")] == native_build.version(kind)
     first.unload()
 
     # Known now, in the folder: a trial that would crash is never run for it, even moved.
     counter = tmp_path / "runs"
     moved = path.rename(tmp_path / "moved.gguf")
-    again = engine(moved, CrashProbe(cache, command=counted_segfault(counter)))
+    again = make(moved, CrashProbe(cache, command=counted_segfault(counter)))
     phases.clear()
     again.load(phases.append)
     assert not any("separate process" in phase for phase in phases)
@@ -147,8 +164,8 @@ def test_a_pass_is_remembered_per_build_and_model(scripted_model, tmp_path: Path
     again.unload()
 
     # Another model is tried.
-    other_path = unknown_model(scripted_model, "other")
-    other = engine(other_path, CrashProbe(cache, command=counted_segfault(counter)))
+    other_path = unknown_model(scripted_model, f"{kind}-other")
+    other = make(other_path, CrashProbe(cache, command=counted_segfault(counter)))
     with pytest.raises(EngineError):
         other.load()
     assert counter.read_text().count("ran") == 1

@@ -149,42 +149,7 @@ def test_what_the_cpu_wheel_needs() -> None:
     assert native_build.xllamacpp_cpu_lacks(frozenset()) == []  # not known: not said
 
 
-def test_a_python_error_in_the_trial_is_not_a_crash(scripted_model, tmp_path: Path) -> None:
-    path = unknown_model(scripted_model, "x-truncated")
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(EngineError) as raised:
-        engine(path, CrashProbe(tmp_path)).load()
-    assert raised.value.kind is not ErrorKind.CRASHED
-    assert "could not load" in str(raised.value) and "crashed" not in str(raised.value)
-
-
-# -- a pass is remembered ------------------------------------------------------------------------
-def test_a_pass_is_remembered_per_build_and_model(scripted_model, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    path = unknown_model(scripted_model, "x-first")
-    first = engine(path, CrashProbe(cache))  # the real trial
-    phases: list[str] = []
-    first.load(phases.append)
-    assert any("separate process" in phase for phase in phases)
-    assert len(records(cache)) == 1
-    note = json.loads(records(cache)[0].read_text())
-    assert note["model"] == "x-first.gguf"
-    assert note["xllamacpp"] == native_build.version("xllamacpp")
-    first.unload()
-
-    # Known now, in the folder: a trial that would crash is never run for it, even moved.
-    counter = tmp_path / "runs"
-    moved = path.rename(tmp_path / "x-moved.gguf")
-    again = engine(moved, CrashProbe(cache, command=counted_segfault(counter)))
-    phases.clear()
-    again.load(phases.append)
-    assert not any("separate process" in phase for phase in phases)
-    assert not counter.exists()
-    assert again.loaded
-    again.unload()
-
-
+# -- a pass is remembered (both engines: test_native_crash) ---------------------------------------
 def test_one_engine_s_pass_never_vouches_for_the_other(scripted_model, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     counter = tmp_path / "runs"
