@@ -9,8 +9,9 @@ import concurrent.futures
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from agentworld_tui.agents.env.plans import Plan
 from agentworld_tui.agents.env.results import StepResult
 from agentworld_tui.agents.env.routing import keep_later
 from agentworld_tui.agents.schedule import Decision
@@ -20,10 +21,17 @@ from agentworld_tui.simulator.real_run import RealRun
 from agentworld_tui.simulator.routing import RoutedSession
 
 if TYPE_CHECKING:
-    from agentworld_tui.agents.env.environment import Environment
     from agentworld_tui.reality.observation import RealObservation
 
 __all__ = ["PendingStep", "Recorded", "Results", "RoutedStep"]
+
+
+class StepOwner(Protocol):
+    """What a step needs of the environment it is taken in (``Environment``)."""
+
+    def _result_of(self, pending: PendingStep) -> StepResult: ...
+
+    def _after_step_plan(self, result: StepResult, pending: PendingStep) -> Plan[StepResult]: ...
 
 
 class PendingStep:
@@ -31,7 +39,7 @@ class PendingStep:
 
     def __init__(
         self,
-        environment: Environment,
+        environment: StepOwner,
         run: TurnRun,
         *,
         started: float,
