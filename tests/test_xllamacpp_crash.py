@@ -346,9 +346,9 @@ def test_pull_use_never_saves_a_model_that_crashed(
 
 
 def test_the_trial_ends_as_soon_as_it_has_decoded(scripted_model, tmp_path: Path) -> None:
-    """xllamacpp's server, freed before its HTTP side listens, waits for it forever: the
-    child waits until it listens and is never freed before it exits, as the engine
-    waits before it can unload, so no trial runs out its time."""
+    """xllamacpp's server, freed before its task loop runs, waits for it forever: the
+    child waits until the loop answers and never frees it before it exits (the engine
+    waits for the loop too before it can unload), so no trial runs out its time."""
     path = unknown_model(scripted_model, "x-quick")
     trial = probe.Trial(path, 1, 0, engine="xllamacpp")
     for attempt in range(6):
