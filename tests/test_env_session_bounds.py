@@ -117,7 +117,9 @@ def open_descriptors() -> int:
 
 
 def live_sessions() -> int:
-    return sum(isinstance(o, OpenEnvSimulation) for o in gc.get_objects())
+    """The simulations alive (by exact type: ``isinstance`` on a weak proxy whose object
+    is gone, which ``gc.get_objects`` may hand out, raises ReferenceError)."""
+    return sum(type(o) is OpenEnvSimulation for o in gc.get_objects())
 
 
 def test_the_idle_time_is_one_setting_with_one_default() -> None:
