@@ -33,7 +33,8 @@ def test_a_backtracking_pattern_ends_at_the_check_s_time() -> None:
     began = time.monotonic()
     with pytest.raises(CheckTimeout), checking_within(0.5):
         schema_problems({"name": "a" * 60 + "!"}, REDOS)
-    assert time.monotonic() - began < 2.0
+    # A deadline, not a measurement: unbounded, this match takes longer than a lifetime.
+    assert time.monotonic() - began < 30
     assert schema_problems({"name": "aaaa"}, REDOS) == []
     [problem] = schema_problems({"name": "b"}, REDOS)
     assert str(problem) == "arguments.name does not match the pattern ^(a|aa)+$"
@@ -50,7 +51,8 @@ def test_unique_items_over_thousands_of_objects_is_quick_and_right() -> None:
     many = rows(3000)
     began = time.monotonic()
     assert schema_problems({"rows": many}, UNIQUE) == []
-    assert time.monotonic() - began < 1.0
+    # A deadline, not a measurement: the pairwise check took 25 s here, this one ~0.05 s.
+    assert time.monotonic() - began < 10
     [problem] = schema_problems(
         {"rows": [*many, {"meta": {"ok": True, "n": 7}, "tags": ["a", "b"], "id": 7.0}]}, UNIQUE
     )
@@ -83,9 +85,11 @@ def test_a_pattern_check_lets_other_threads_run() -> None:
     ticker = threading.Thread(target=tick)
     ticker.start()
     try:
-        with pytest.raises(CheckTimeout), checking_within(0.6):
+        with pytest.raises(CheckTimeout), checking_within(1.0):
             schema_problems({"name": "a" * 60 + "!"}, REDOS)
     finally:
         stop.set()
         ticker.join()
-    assert max(gaps) < 0.1
+    # Holding the GIL, the engine would stop the ticker for the whole second; a loaded
+    # machine may delay a tick, never by half of it.
+    assert max(gaps) < 0.5
